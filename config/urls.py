@@ -1,0 +1,36 @@
+"""Top-level URL map: pages per app, the versioned REST API, health and machine endpoints."""
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from core import health
+
+api_v1 = [
+    path("", include("core.api.urls")),
+    path("fleet/", include("fleet.api.urls")),
+    path("nodeconfig/", include("nodeconfig.api.urls")),
+    path("quotas/", include("quotas.api.urls")),
+    path("federation/", include("federation.api.urls")),
+    path("scheduling/", include("scheduling.api.urls")),
+]
+
+urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("i18n/", include("django.conf.urls.i18n")),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
+    path("fleet/", include("fleet.urls")),
+    path("nodeconfig/", include("nodeconfig.urls")),
+    path("quotas/", include("quotas.urls")),
+    path("federation/", include("federation.urls")),
+    path("scheduling/", include("scheduling.urls")),
+    path("", include("console.urls")),
+]
+
+admin.site.site_header = "Meridian"

@@ -1,0 +1,1 @@
+"""Console models (the emergency downgrade arrives with the nodeconfig issue)."""

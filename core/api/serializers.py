@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+from django.contrib.auth import authenticate
+from django.utils.translation import gettext_lazy as _
+from rest_framework import serializers
+
+from ..models import APIToken, Job, ObjectChange
+
+
+class TokenRequestSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    password = serializers.CharField(style={"input_type": "password"}, trim_whitespace=False)
+    name = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    write_enabled = serializers.BooleanField(required=False, default=True)
+
+    def validate(self, attrs):
+        user = authenticate(self.context.get("request"), username=attrs["username"], password=attrs["password"])
+        if user is None or not user.is_active:
+            raise serializers.ValidationError({"non_field_errors": [_("Unable to log in with the given credentials.")]})
+        attrs["user"] = user
+        return attrs
+
+
+class TokenResponseSerializer(serializers.Serializer):
+    token = serializers.CharField()
+    expires = serializers.DateTimeField(allow_null=True)
+    write_enabled = serializers.BooleanField()
+
+
+class APITokenSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = APIToken
+        fields = ["id", "name", "key_prefix", "write_enabled", "created", "expires", "last_used"]
+        read_only_fields = fields
+
+
+class JobSerializer(serializers.ModelSerializer):
+    object_type = serializers.SlugRelatedField(slug_field="model", read_only=True)
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "kind", "status", "triggered_by", "object_type", "object_id", "params", "result",
+            "error", "log", "created", "started", "finished",
+        ]
+        read_only_fields = fields
+
+
+class ObjectChangeSerializer(serializers.ModelSerializer):
+    object_type = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ObjectChange
+        fields = [
+            "id", "time", "actor", "source", "request_id", "action", "verb", "object_type", "object_id",
+            "object_repr", "before", "after", "reason",
+        ]
+        read_only_fields = fields
+
+    def get_object_type(self, obj: ObjectChange) -> str | None:
+        ct = obj.object_type
+        return f"{ct.app_label}.{ct.model}" if ct else None

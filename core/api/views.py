@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, status
+from rest_framework.decorators import action
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
+
+from .. import jobs
+from ..filtersets import JobFilterSet, ObjectChangeFilterSet
+from ..models import APIToken, Job, ObjectChange
+from ..roles import user_role
+from .serializers import (
+    APITokenSerializer,
+    JobSerializer,
+    ObjectChangeSerializer,
+    TokenRequestSerializer,
+    TokenResponseSerializer,
+)
+from .viewsets import MeridianListDestroyViewSet, MeridianReadOnlyViewSet
+
+
+class APIRootView(APIView):
+    """Entry point of the REST API: one link per area."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(exclude=True)
+    def get(self, request):
+        def link(name: str) -> str:
+            return reverse(name, request=request)
+
+        return Response(
+            {
+                "auth": {"token": link("api:token-obtain"), "tokens": link("api:apitoken-list"), "me": link("api:me")},
+                "core": {"jobs": link("api:job-list"), "audit-log": link("api:objectchange-list")},
+                "fleet": request.build_absolute_uri("/api/v1/fleet/"),
+                "nodeconfig": request.build_absolute_uri("/api/v1/nodeconfig/"),
+                "quotas": request.build_absolute_uri("/api/v1/quotas/"),
+                "federation": request.build_absolute_uri("/api/v1/federation/"),
+                "scheduling": request.build_absolute_uri("/api/v1/scheduling/"),
+                "schema": request.build_absolute_uri("/api/schema/"),
+            }
+        )
+
+
+class TokenObtainView(generics.GenericAPIView):
+    """Exchange a username and password for an API token (shown once)."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "login"
+    serializer_class = TokenRequestSerializer
+
+    @extend_schema(responses={201: TokenResponseSerializer})
+    def post(self, request):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        token, raw = APIToken.issue(data["user"], name=data.get("name", ""), write_enabled=data["write_enabled"])
+        body = {"token": raw, "expires": token.expires, "write_enabled": token.write_enabled}
+        return Response(TokenResponseSerializer(body).data, status=status.HTTP_201_CREATED)
+
+
+class MeView(APIView):
+    """Who the caller is and which role they hold."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(responses={200: dict})
+    def get(self, request):
+        user = request.user
+        return Response({"username": user.get_username(), "role": user_role(user), "is_superuser": user.is_superuser})
+
+
+class APITokenViewSet(MeridianListDestroyViewSet):
+    """The caller's own tokens: list them (without keys) and revoke one."""
+
+    serializer_class = APITokenSerializer
+    permission_classes = [IsAuthenticated]
+    queryset = APIToken.objects.none()
+
+    def get_queryset(self):
+        return APIToken.objects.filter(user=self.request.user)
+
+
+class JobViewSet(MeridianReadOnlyViewSet):
+    queryset = Job.objects.select_related("object_type")
+    serializer_class = JobSerializer
+    filterset_class = JobFilterSet
+    ordering_fields = ["created", "finished", "kind", "status"]
+
+    @extend_schema(request=None, responses={200: JobSerializer, 409: dict})
+    @action(detail=True, methods=["post"], action_permissions=["core.cancel_job"])
+    def cancel(self, request, pk=None):
+        job = self.get_object()
+        if not jobs.cancel_job(job):
+            return Response({"detail": f"job already {job.status}"}, status=status.HTTP_409_CONFLICT)
+        return Response(JobSerializer(job).data)
+
+
+class ObjectChangeViewSet(MeridianReadOnlyViewSet):
+    """The audit log."""
+
+    queryset = ObjectChange.objects.select_related("object_type")
+    serializer_class = ObjectChangeSerializer
+    filterset_class = ObjectChangeFilterSet
+    ordering_fields = ["time"]

@@ -1,0 +1,67 @@
+"""``make run``: the whole embedded product in one foreground command.
+
+Starts the embedded Redis (unless REDIS_URL points elsewhere), migrates, creates the admin
+user, seeds the demo fleet when the inventory is empty, then supervises the ASGI web
+server, a Celery worker and Celery beat. Ctrl-C stops all of them. Running it again
+reuses the database, the user and the fleet.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+from honcho.manager import Manager
+from honcho.printer import Printer
+
+from core.embedded_redis import EmbeddedRedis
+
+
+class Command(BaseCommand):
+    help = "Start Meridian (web, worker, beat; embedded Redis and SQLite unless configured otherwise)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument("--no-seed", action="store_true", help="do not seed the demo fleet")
+
+    def handle(self, *args, **options) -> None:
+        redis_server = None
+        env = dict(os.environ)
+        if not os.environ.get("REDIS_URL"):
+            redis_server = EmbeddedRedis(settings.EMBEDDED_REDIS_SOCKET, log_path=settings.VAR_DIR / "redis.log").start()
+            env["REDIS_URL"] = redis_server.url
+            self.stdout.write(f"embedded Redis on {redis_server.url}")
+        try:
+            call_command("migrate", interactive=False, verbosity=0)
+            self.stdout.write("database migrated")
+            call_command("bootstrap_admin")
+            if not options["no_seed"]:
+                call_command("seed_demo", if_empty=True)
+            self.stdout.write(self.style.SUCCESS(f"Meridian: http://{options['host']}:{options['port']}/  (Ctrl-C stops)"))
+            sys.stdout.flush()
+            code = self._supervise(env, options["host"], options["port"])
+        finally:
+            if redis_server is not None:
+                redis_server.stop()
+        sys.exit(code)
+
+    def _supervise(self, env: dict, host: str, port: int) -> int:
+        python = sys.executable
+        manager = Manager(Printer(sys.stdout))
+        manager.add_process(
+            "web",
+            f"{python} -m uvicorn config.asgi:application --host {host} --port {port} --lifespan off --no-access-log",
+            env=env,
+        )
+        manager.add_process("worker", f"{python} manage.py meridian_worker", env=env)
+        manager.add_process(
+            "beat",
+            f"{python} -m celery -A config beat --loglevel INFO --schedule {settings.CELERY_BEAT_SCHEDULE_FILENAME}",
+            env=env,
+        )
+        manager.loop()
+        return manager.returncode or 0

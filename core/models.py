@@ -1,0 +1,138 @@
+"""Cross-cutting records: API tokens, background jobs and the audit log."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.contenttypes.models import ContentType
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+
+def hash_token(raw: str) -> str:
+    """Tokens are stored as SHA-256: a leaked database does not leak usable credentials."""
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class APITokenQuerySet(models.QuerySet):
+    def active(self) -> APITokenQuerySet:
+        return self.filter(models.Q(expires__isnull=True) | models.Q(expires__gt=timezone.now()))
+
+
+class APIToken(models.Model):
+    """A user's token for automation; shown once at creation, stored hashed."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True)
+    key_prefix = models.CharField(max_length=8, help_text=_("First characters of the token, to tell tokens apart."))
+    key_hash = models.CharField(max_length=64, unique=True)
+    write_enabled = models.BooleanField(default=True, help_text=_("Read-only tokens may only use safe methods."))
+    created = models.DateTimeField(auto_now_add=True)
+    expires = models.DateTimeField(null=True, blank=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+
+    objects = APITokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.key_prefix}… ({self.user})"
+
+    @classmethod
+    def issue(cls, user, *, name: str = "", write_enabled: bool = True, ttl: timedelta | None = None) -> tuple[APIToken, str]:
+        """Create a token and return it with its raw key, which is never stored."""
+        raw = secrets.token_urlsafe(32)
+        ttl = ttl if ttl is not None else timedelta(days=settings.MERIDIAN_TOKEN_TTL_DAYS)
+        token = cls.objects.create(
+            user=user,
+            name=name,
+            key_prefix=raw[:8],
+            key_hash=hash_token(raw),
+            write_enabled=write_enabled,
+            expires=timezone.now() + ttl if ttl else None,
+        )
+        return token, raw
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires is not None and self.expires <= timezone.now()
+
+
+class Job(models.Model):
+    """The truth about one piece of background work; the UI and API read this row."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Pending")
+        RUNNING = "running", _("Running")
+        SUCCEEDED = "succeeded", _("Succeeded")
+        FAILED = "failed", _("Failed")
+        CANCELED = "canceled", _("Canceled")
+
+    FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELED)
+
+    kind = models.CharField(max_length=100, db_index=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    triggered_by = models.CharField(max_length=150, help_text=_("User name or system component."))
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    object_type = models.ForeignKey(ContentType, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    object_id = models.CharField(max_length=64, blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    log = models.TextField(blank=True)
+    task_id = models.CharField(max_length=64, blank=True)
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [models.Index(fields=["object_type", "object_id", "created"], name="core_job_object_idx")]
+        permissions = [("cancel_job", "Can cancel a job")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} #{self.pk} ({self.status})"
+
+    @property
+    def duration(self) -> timedelta | None:
+        if self.started is None:
+            return None
+        return (self.finished or timezone.now()) - self.started
+
+
+class ObjectChange(models.Model):
+    """One audit log entry: who changed what, when, from where, with before/after snapshots."""
+
+    class Action(models.TextChoices):
+        CREATE = "create", _("Created")
+        UPDATE = "update", _("Updated")
+        DELETE = "delete", _("Deleted")
+        ACTION = "action", _("Action")
+
+    time = models.DateTimeField(default=timezone.now, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    actor = models.CharField(max_length=150, db_index=True, help_text=_("Kept when the user is deleted."))
+    source = models.CharField(max_length=16, default="system")
+    request_id = models.UUIDField(null=True, blank=True, db_index=True)
+    action = models.CharField(max_length=16, choices=Action.choices)
+    verb = models.CharField(max_length=64, blank=True, help_text=_("Domain verb such as rollback or emergency_downgrade."))
+    object_type = models.ForeignKey(ContentType, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    object_id = models.CharField(max_length=64, blank=True)
+    object_repr = models.CharField(max_length=200)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-time", "-pk"]
+        indexes = [models.Index(fields=["object_type", "object_id", "time"], name="core_change_object_idx")]
+        verbose_name = _("audit log entry")
+        verbose_name_plural = _("audit log")
+
+    def __str__(self) -> str:
+        return f"{self.actor} {self.get_action_display()} {self.object_repr}"

@@ -1,0 +1,7 @@
+"""Federation pages."""
+
+from django.views.generic import TemplateView
+
+
+class IndexView(TemplateView):
+    template_name = "federation/index.html"

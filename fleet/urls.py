@@ -1,0 +1,9 @@
+from django.urls import path
+
+from . import views
+
+app_name = "fleet"
+
+urlpatterns = [
+    path("", views.IndexView.as_view(), name="index"),
+]

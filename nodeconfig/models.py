@@ -1,0 +1,1 @@
+"""Node config models."""

@@ -1,0 +1,1 @@
+"""Quotas admin registrations."""

@@ -1,0 +1,7 @@
+"""Quotas pages."""
+
+from django.views.generic import TemplateView
+
+
+class IndexView(TemplateView):
+    template_name = "quotas/index.html"

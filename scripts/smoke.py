@@ -1,0 +1,76 @@
+"""Smoke-test a running Meridian as a newcomer would: ready, log in, overview, one live event.
+
+Usage: python scripts/smoke.py http://127.0.0.1:8000 USERNAME PASSWORD
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+import time
+
+import httpx
+import websockets
+
+
+def wait_ready(client: httpx.Client, timeout: float = 180) -> dict:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            response = client.get("/readyz")
+            last = response.text
+            if response.status_code == 200:
+                return response.json()
+        except httpx.TransportError as exc:
+            last = repr(exc)
+        time.sleep(1)
+    raise SystemExit(f"not ready after {timeout}s: {last}")
+
+
+def log_in(client: httpx.Client, username: str, password: str) -> None:
+    page = client.get("/accounts/login/")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    response = client.post(
+        "/accounts/login/",
+        data={"username": username, "password": password, "csrfmiddlewaretoken": token, "next": "/"},
+        headers={"Referer": str(client.base_url) + "/accounts/login/"},
+    )
+    if response.status_code != 302 or "sessionid" not in client.cookies:
+        raise SystemExit(f"login failed: HTTP {response.status_code}")
+
+
+async def one_event(base: str, cookies: httpx.Cookies, timeout: float = 60) -> dict:
+    url = base.replace("http", "ws", 1) + "/ws/"
+    cookie = "; ".join(f"{name}={value}" for name, value in cookies.items())
+    async with websockets.connect(url, additional_headers={"Cookie": cookie}, origin=base) as ws:
+        hello = json.loads(await asyncio.wait_for(ws.recv(), timeout))
+        assert hello["type"] == "hello", hello
+        await ws.send(json.dumps({"type": "subscribe", "topic": "system"}))
+        while True:
+            message = json.loads(await asyncio.wait_for(ws.recv(), timeout))
+            if message["type"] == "event":
+                return message
+
+
+def main(base: str, username: str, password: str) -> None:
+    with httpx.Client(base_url=base, timeout=30) as client:
+        ready = wait_ready(client)
+        print("ready:", json.dumps(ready["checks"]["workers"]))
+        anonymous = client.get("/")
+        assert anonymous.status_code == 302 and "/accounts/login/" in anonymous.headers["location"], anonymous
+        log_in(client, username, password)
+        overview = client.get("/")
+        assert overview.status_code == 200 and 'id="live-indicator"' in overview.text, overview.status_code
+        print("overview: HTTP 200 after login")
+        event = asyncio.run(one_event(base, client.cookies))
+        print(f"websocket event: topic={event['topic']} seq={event['seq']} event={event['event']} data={json.dumps(event['data'])}")
+    print("smoke: passed")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        raise SystemExit(__doc__)
+    main(*sys.argv[1:])

@@ -1,0 +1,138 @@
+"""The event bus and the /ws/ endpoint, over the real Redis channel layer."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing.websocket import WebsocketCommunicator
+from django.conf import settings
+from django.db import connections, transaction
+from django.test import Client
+
+from config.asgi import application
+from core import events
+from core.models import APIToken, Job
+
+ORIGIN = (b"origin", b"http://127.0.0.1:8000")
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+async def close_executor_connections():
+    """sync_to_async runs ORM calls on one executor thread; close its connection after each test."""
+    yield
+    await sync_to_async(connections.close_all)()
+
+
+def session_headers(user) -> list[tuple[bytes, bytes]]:
+    client = Client()
+    client.force_login(user)
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+    return [ORIGIN, (b"cookie", f"{settings.SESSION_COOKIE_NAME}={cookie}".encode())]
+
+
+async def connect(headers) -> tuple[WebsocketCommunicator, bool]:
+    communicator = WebsocketCommunicator(application, "/ws/", headers=headers)
+    connected, _ = await communicator.connect(timeout=5)
+    return communicator, connected
+
+
+async def subscribe(communicator: WebsocketCommunicator, topic: str) -> dict:
+    await communicator.send_json_to({"type": "subscribe", "topic": topic})
+    return await communicator.receive_json_from(timeout=5)
+
+
+async def test_anonymous_clients_are_refused_at_the_handshake():
+    communicator, connected = await connect([ORIGIN])
+    assert not connected
+    await communicator.disconnect()
+
+
+async def test_a_foreign_origin_is_refused(viewer):
+    headers = await sync_to_async(session_headers)(viewer)
+    headers = [h for h in headers if h[0] != b"origin"] + [(b"origin", b"http://evil.example")]
+    communicator, connected = await connect(headers)
+    assert not connected
+    await communicator.disconnect()
+
+
+async def test_session_user_subscribes_and_receives_numbered_events(viewer):
+    communicator, connected = await connect(await sync_to_async(session_headers)(viewer))
+    assert connected
+    assert (await communicator.receive_json_from(timeout=5)) == {"type": "hello", "user": viewer.username}
+    job = await Job.objects.acreate(kind="probe", triggered_by="test")
+    ack = await subscribe(communicator, f"job-{job.pk}")
+    assert ack["type"] == "subscribed" and ack["topic"] == f"job-{job.pk}"
+
+    first = await sync_to_async(events.send_now)(f"job-{job.pk}", "job.status", {"status": "running"})
+    second = await sync_to_async(events.send_now)(f"job-{job.pk}", "job.status", {"status": "succeeded"})
+    received = [await communicator.receive_json_from(timeout=5) for _ in range(2)]
+    assert [e["seq"] for e in received] == [first, second] == [ack["seq"] + 1, ack["seq"] + 2]
+    assert [e["data"]["status"] for e in received] == ["running", "succeeded"]
+    assert all(e["type"] == "event" and e["event"] == "job.status" for e in received)
+    await communicator.disconnect()
+
+
+async def test_token_authenticated_client_is_accepted(viewer):
+    _, raw = await sync_to_async(APIToken.issue)(viewer)
+    communicator, connected = await connect([ORIGIN, (b"authorization", f"Token {raw}".encode())])
+    assert connected
+    await communicator.disconnect()
+    communicator, connected = await connect([ORIGIN, (b"authorization", b"Token wrong")])
+    assert not connected
+    await communicator.disconnect()
+
+
+async def test_unauthorised_and_unknown_subscriptions_are_refused(nobody):
+    communicator, connected = await connect(await sync_to_async(session_headers)(nobody))
+    assert connected
+    await communicator.receive_json_from(timeout=5)
+    assert (await subscribe(communicator, "job-1"))["code"] == "forbidden"
+    assert (await subscribe(communicator, "audit"))["code"] == "forbidden"
+    assert (await subscribe(communicator, "nosuchkind-1"))["code"] == "unknown_topic"
+    assert (await subscribe(communicator, "Bad Topic!"))["code"] == "unknown_topic"
+    assert (await subscribe(communicator, "system"))["type"] == "subscribed"
+
+    await sync_to_async(events.send_now)("job-1", "job.status", {"status": "secret"})
+    assert await communicator.receive_nothing(timeout=0.5)
+    await communicator.send_to(text_data="not json")
+    assert (await communicator.receive_json_from(timeout=5))["code"] == "bad_json"
+    await communicator.disconnect()
+
+
+async def _group_receiver(topic: str):
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(events.group_name(topic), channel)
+    return layer, channel
+
+
+async def test_an_event_published_in_a_rolled_back_transaction_is_never_delivered():
+    layer, channel = await _group_receiver("system")
+
+    def publish_then_fail() -> None:
+        with transaction.atomic():
+            events.publish("system", "test.rolled-back", {"n": 1})
+            raise RuntimeError("abort")
+
+    with pytest.raises(RuntimeError):
+        await sync_to_async(publish_then_fail)()
+
+    def publish_and_commit() -> None:
+        with transaction.atomic():
+            events.publish("system", "test.committed", {"n": 2})
+
+    await sync_to_async(publish_and_commit)()
+    message = await asyncio.wait_for(layer.receive(channel), timeout=5)
+    assert message["event"]["event"] == "test.committed"
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(layer.receive(channel), timeout=0.5)
+
+
+async def test_malformed_topics_are_rejected_by_publish():
+    for topic in ("", "UPPER", "no spaces", "x" * 200, "unregistered-kind"):
+        with pytest.raises(ValueError):
+            events.publish(topic, "e")

@@ -1,0 +1,94 @@
+"""Pages render for signed-in users, in both languages, and the OpenAPI schema builds."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.core.management import call_command
+
+from core.models import Job
+
+PAGES = ["/", "/audit/", "/jobs/", "/fleet/", "/nodeconfig/", "/quotas/", "/federation/", "/scheduling/", "/api/docs/"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", PAGES)
+def test_pages_render_for_a_viewer(client, viewer, path):
+    Job.objects.create(kind="probe", triggered_by="test", status=Job.Status.FAILED)
+    client.force_login(viewer)
+    response = client.get(path)
+    assert response.status_code == 200, path
+    external = re.findall(r'(?:src|href)=["\'](?:https?:)?//[^"\']+', response.content.decode())
+    assert external == [], "every asset is served from our own static files"
+
+
+@pytest.mark.django_db
+def test_navigation_and_live_indicator_are_on_every_page(client, viewer):
+    client.force_login(viewer)
+    html = client.get("/").content.decode()
+    for label in ("Overview", "Node config", "Quotas", "Federation", "Scheduling", "Audit log"):
+        assert f">{label}</a>" in html
+    assert 'id="live-indicator"' in html and 'data-topics="system"' in html
+
+
+@pytest.mark.django_db
+def test_simplified_chinese(client, viewer):
+    client.cookies["django_language"] = "zh-hans"
+    login = client.get("/accounts/login/")
+    assert "登录 Meridian" in login.content.decode()
+    client.force_login(viewer)
+    html = client.get("/").content.decode()
+    assert "总览" in html and "审计日志" in html and 'lang="zh-hans"' in html
+
+
+@pytest.mark.django_db
+def test_login_page_and_login_flow(client, viewer):
+    from tests.conftest import PASSWORD
+
+    assert client.get("/accounts/login/").status_code == 200
+    bad = client.post("/accounts/login/", {"username": viewer.username, "password": "nope"})
+    assert bad.status_code == 200 and b'Please try again' in bad.content
+    good = client.post("/accounts/login/", {"username": viewer.username, "password": PASSWORD})
+    assert good.status_code == 302 and good["Location"] == "/"
+
+
+@pytest.mark.django_db
+def test_static_assets_are_served_locally(client):
+    for path in ("/static/meridian/css/meridian.css", "/static/meridian/js/live.js", "/static/vendor/plotly/plotly.min.js",
+                 "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js"):
+        response = client.get(path)
+        assert response.status_code == 200, path
+
+
+@pytest.mark.django_db
+def test_openapi_schema_builds_without_warnings(tmp_path, viewer_api):
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "schema.yaml"))
+    response = viewer_api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    paths = response.json()["paths"]
+    assert "/api/v1/core/jobs/{id}/cancel/" in paths and "/api/v1/auth/token/" in paths
+
+
+@pytest.mark.django_db
+def test_bootstrap_admin_is_idempotent(monkeypatch, django_user_model, capsys):
+    monkeypatch.setenv("MERIDIAN_ADMIN_USERNAME", "root-admin")
+    monkeypatch.delenv("MERIDIAN_ADMIN_PASSWORD", raising=False)
+    call_command("bootstrap_admin")
+    first = capsys.readouterr().out
+    assert "password '" in first
+    call_command("bootstrap_admin")
+    assert "already exists" in capsys.readouterr().out
+    admin = django_user_model.objects.get(username="root-admin")
+    assert admin.is_superuser and admin.groups.filter(name="admin").exists()
+    assert django_user_model.objects.filter(username="root-admin").count() == 1
+
+
+@pytest.mark.django_db
+def test_roles_hold_the_right_permissions():
+    from django.contrib.auth.models import Group
+
+    viewer, operator, admin = (set(Group.objects.get(name=r).permissions.values_list("codename", flat=True)) for r in ("viewer", "operator", "admin"))
+    assert "view_job" in viewer and not any(p.startswith(("add_", "change_", "delete_")) for p in viewer)
+    assert "cancel_job" in operator and viewer < operator
+    assert operator < admin and "add_user" in admin

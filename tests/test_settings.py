@@ -1,0 +1,58 @@
+"""Production mode refuses insecure defaults; with real ones, ``check --deploy`` is clean."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+STRONG_KEY = "k" * 10 + "Zq8#vL2!pW9@xR4$mT7^bN1&cF6*hJ3(dS5)gK0-aE" + "u" * 10
+
+
+def run_manage(args: list[str], extra_env: dict[str, str]) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DATABASE_URL", "ALLOWED_HOSTS", "DEBUG"}}
+    env.update(extra_env)
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+PRODUCTION = {
+    "MERIDIAN_ENV": "production",
+    "SECRET_KEY": STRONG_KEY,
+    "DATABASE_URL": "postgres://meridian@127.0.0.1:5432/meridian",
+    "REDIS_URL": "redis://127.0.0.1:6379/0",
+    "ALLOWED_HOSTS": "meridian.example.com",
+}
+
+
+def test_production_check_deploy_is_clean():
+    result = run_manage(["check", "--deploy", "--fail-level", "WARNING"], PRODUCTION)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"SECRET_KEY": ""}, "SECRET_KEY"),
+        ({"SECRET_KEY": "short"}, "too weak"),
+        ({"SECRET_KEY": "django-insecure-" + "x" * 60}, "too weak"),
+        ({"DATABASE_URL": ""}, "DATABASE_URL"),
+        ({"ALLOWED_HOSTS": ""}, "ALLOWED_HOSTS"),
+        ({"DEBUG": "true"}, "DEBUG"),
+        ({"MERIDIAN_ENV": "staging"}, "MERIDIAN_ENV"),
+    ],
+)
+def test_production_refuses_insecure_settings(change, message):
+    result = run_manage(["check"], {**PRODUCTION, **change})
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr and message in result.stderr
+
+
+def test_embedded_default_needs_nothing_set(tmp_path):
+    result = run_manage(["check"], {"MERIDIAN_VAR_DIR": str(tmp_path), "REDIS_URL": ""})
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "secret_key").stat().st_mode & 0o777 == 0o600
