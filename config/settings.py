@@ -143,7 +143,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "servestatic.middleware.ServeStaticMiddleware",
     "core.middleware.RequestIDMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -203,8 +203,8 @@ STATICFILES_DIRS = [
     # plotly.js ships inside the pinned plotly wheel: served from here, never from a CDN.
     ("vendor/plotly", Path(plotly.__file__).parent / "package_data"),
 ]
-WHITENOISE_USE_FINDERS = True
-WHITENOISE_AUTOREFRESH = DEBUG
+SERVESTATIC_USE_FINDERS = True
+SERVESTATIC_AUTOREFRESH = DEBUG
 
 # --- REST API ---------------------------------------------------------------------------
 

@@ -1,0 +1,63 @@
+"""The console as a person uses it: log in, see the overview go live, receive events, switch theme and language."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from core import events
+from tests.conftest import PASSWORD
+
+pytestmark = pytest.mark.browser
+
+
+def publish_from_another_thread(*args) -> int:
+    """As a worker would: this thread runs Playwright's event loop, where async_to_sync cannot."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(events.send_now, *args).result(timeout=10)
+
+
+def log_in(page, base: str, username: str) -> None:
+    page.goto(f"{base}/fleet/")
+    assert "/accounts/login/" in page.url
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/fleet/")
+
+
+def test_overview_goes_live_and_shows_events(page, asgi_server, viewer):
+    log_in(page, asgi_server, viewer.username)
+    page.goto(f"{asgi_server}/")
+    indicator = page.locator("#live-indicator")
+    indicator.and_(page.locator(".connected")).wait_for(timeout=10000)
+    assert indicator.inner_text() == "Live"
+
+    page.wait_for_function("document.body.dataset.live === '1'")
+    page.wait_for_timeout(300)  # the subscribe message is in flight once the socket opened
+    publish_from_another_thread("system", "system.status", {"workers": ["w1@host", "w2@host"], "jobs_running": 7})
+    page.locator("#stat-jobs-running", has_text="7").wait_for(timeout=10000)
+    assert page.locator("#stat-workers").inner_text() == "2"
+    assert "system.status" in page.locator("#event-feed").inner_text()
+
+
+def test_theme_and_language_switch(page, asgi_server, viewer):
+    log_in(page, asgi_server, viewer.username)
+    page.goto(f"{asgi_server}/")
+    before = page.evaluate("document.documentElement.dataset.theme")
+    page.click("#theme-toggle")
+    after = page.evaluate("document.documentElement.dataset.theme")
+    assert {before, after} == {"light", "dark"}
+    page.reload()
+    assert page.evaluate("document.documentElement.dataset.theme") == after, "the choice is remembered"
+
+    with page.expect_navigation():
+        page.select_option("#language", "zh-hans")
+    assert page.locator("nav").inner_text().split()[:1] == ["总览"]
+
+
+def test_anonymous_visitor_is_sent_to_login(page, asgi_server):
+    page.goto(f"{asgi_server}/audit/")
+    assert "/accounts/login/?next=/audit/" in page.url
+    assert page.locator("h1").inner_text() == "Log in to Meridian"
