@@ -274,4 +274,7 @@ CELERY_BEAT_SCHEDULE = {
     "system-status": {"task": "core.tasks.publish_system_status", "schedule": 5.0, "options": {"expires": 5}},
     "reap-jobs": {"task": "core.tasks.reap_jobs", "schedule": 300.0},
     "expire-audit-log": {"task": "core.tasks.expire_audit_log", "schedule": 86400.0},
+    "fleet-resync": {"task": "fleet.resync_fleet", "schedule": float(env.int("MERIDIAN_FLEET_SYNC_SECONDS", default=15)),
+                     "options": {"expires": 10}},
+    "fleet-full-resync": {"task": "fleet.full_resync", "schedule": 300.0},
 }

@@ -6,3 +6,11 @@ class FleetConfig(AppConfig):
 
     name = "fleet"
     verbose_name = "Fleet"
+
+    def ready(self) -> None:
+        from core.events import register_topic_kind
+        from core.roles import grant_to_operators
+
+        grant_to_operators("fleet.sync_cluster")
+        register_topic_kind("fleet", permission="fleet.view_cluster")
+        register_topic_kind("cluster", permission="fleet.view_cluster")

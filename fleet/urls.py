@@ -5,5 +5,7 @@ from . import views
 app_name = "fleet"
 
 urlpatterns = [
-    path("", views.IndexView.as_view(), name="index"),
+    path("", views.ClusterListView.as_view(), name="index"),
+    path("clusters/<str:name>/", views.ClusterDetailView.as_view(), name="cluster-detail"),
+    path("clusters/<str:cluster>/nodes/<str:name>/", views.NodeDetailView.as_view(), name="node-detail"),
 ]

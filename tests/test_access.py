@@ -26,8 +26,33 @@ def _walk(resolver: URLResolver, prefix: str = ""):
             yield route, entry.callback
 
 
+SAMPLES = ("1", "a", "agent", "x1")
+
+
+def _sample(group: str) -> str:
+    inner = group[group.index(">") + 1 : -1]
+    return next((s for s in SAMPLES if re.fullmatch(inner, s)), "1")
+
+
+def _replace_groups(route: str) -> str:
+    """Replace each regex named group (nested parentheses included) with a value it matches."""
+    out, i = [], 0
+    while (start := route.find("(?P<", i)) != -1:
+        out.append(route[i:start])
+        depth, j = 0, start
+        while True:
+            depth += {"(": 1, ")": -1}.get(route[j], 0)
+            j += 1
+            if depth == 0:
+                break
+        out.append(_sample(route[start:j]))
+        i = j
+    out.append(route[i:])
+    return "".join(out)
+
+
 def _concrete(route: str) -> str:
-    path = re.sub(r"\(\?P<[^>]+>[^)]*\)", "1", route)
+    path = _replace_groups(route)
     path = re.sub(r"<int:[^>]+>", "1", path)
     path = re.sub(r"<[^>]+>", "x", path)
     return "/" + path.replace("^", "").replace("$", "").replace("\\.", ".").replace("\\", "")

@@ -1,0 +1,1 @@
+"""Cluster connectors: one interface (base.Connector), a Kubernetes and a simulated implementation."""

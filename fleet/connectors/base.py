@@ -1,0 +1,118 @@
+"""The connector interface every member cluster is reached through.
+
+Connectors speak Kubernetes API objects as plain dicts in API JSON casing (what
+``kubectl get -o json`` prints), for built-in kinds and custom resources alike, so the
+inventory sync converts objects in one place whichever connector produced them.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+#: Workload kinds the inventory mirrors, as (apiVersion, kind).
+WORKLOAD_KINDS: tuple[tuple[str, str], ...] = (
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "StatefulSet"),
+    ("apps/v1", "ReplicaSet"),
+    ("batch/v1", "Job"),
+)
+
+
+class ConnectorError(Exception):
+    """A cluster could not be reached or refused a request; the message is shown to users.
+
+    ``reason`` is one of: ``config`` (bad kubeconfig/settings), ``unreachable``,
+    ``unauthorized``, ``forbidden``, ``not_found``, ``conflict``, ``invalid``, ``server``.
+    Messages never contain credentials.
+    """
+
+    def __init__(self, message: str, *, reason: str = "server", status: int | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.status = status
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    kubernetes_version: str
+    #: ``group/version/resource`` strings (``v1/nodes`` for the core group), sorted.
+    api_resources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ObjectList:
+    items: list[dict[str, Any]]
+    resource_version: str = ""
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    type: Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
+    object: dict[str, Any] = field(default_factory=dict)
+
+
+class Connector(abc.ABC):
+    """Reach one member cluster. Implementations must be safe to create per task."""
+
+    kind: str = ""
+
+    @abc.abstractmethod
+    def server_info(self) -> ServerInfo:
+        """Version and served API resources; raises ConnectorError when unreachable."""
+
+    @abc.abstractmethod
+    def list(
+        self, api_version: str, kind: str, *, namespace: str | None = None, label_selector: str = ""
+    ) -> ObjectList:
+        """All objects of a kind (every namespace unless ``namespace``)."""
+
+    @abc.abstractmethod
+    def watch(
+        self, api_version: str, kind: str, *, resource_version: str = "", timeout_seconds: int = 30
+    ) -> Iterator[WatchEvent]:
+        """Changes after ``resource_version``, ending after ``timeout_seconds``."""
+
+    @abc.abstractmethod
+    def get(self, api_version: str, kind: str, name: str, *, namespace: str | None = None) -> dict[str, Any] | None:
+        """One object, or None when it does not exist."""
+
+    @abc.abstractmethod
+    def apply(self, obj: Mapping[str, Any], *, field_manager: str = "meridian") -> dict[str, Any]:
+        """Create or update ``obj`` (server-side apply where the server supports it)."""
+
+    @abc.abstractmethod
+    def patch(
+        self, api_version: str, kind: str, name: str, patch: Any, *, namespace: str | None = None,
+        patch_type: Literal["merge", "json", "strategic"] = "merge",
+    ) -> dict[str, Any]:
+        """Patch an object; raises ConnectorError(reason="not_found") when it does not exist."""
+
+    @abc.abstractmethod
+    def delete(self, api_version: str, kind: str, name: str, *, namespace: str | None = None) -> bool:
+        """Delete an object; False when it did not exist."""
+
+    def close(self) -> None:
+        """Release connections."""
+
+    def list_nodes(self) -> ObjectList:
+        return self.list("v1", "Node")
+
+    def list_pods(self) -> ObjectList:
+        return self.list("v1", "Pod")
+
+    def list_workloads(self) -> list[dict[str, Any]]:
+        """Every workload of the mirrored kinds, each with apiVersion and kind set."""
+        workloads: list[dict[str, Any]] = []
+        for api_version, kind in WORKLOAD_KINDS:
+            for item in self.list(api_version, kind).items:
+                workloads.append({**item, "apiVersion": api_version, "kind": kind})
+        return workloads
+
+    def __enter__(self) -> Connector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

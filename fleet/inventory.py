@@ -1,0 +1,373 @@
+"""Kubernetes objects (as connectors return them) → inventory facts, in plain Python.
+
+One conversion path for real and simulated clusters. Nothing here touches the ORM: the
+sync adapts these facts into rows. A malformed object never stops a sync: the bad part is
+left out and described in ``Snapshot.errors``, which the cluster's status shows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from kube.hashing import object_digest
+from kube.quantity import Quantity, QuantityError, parse_quantity
+from kube.resources import PodSpecError, UnsupportedWorkloadError, pod_limits, pod_requests, workload_pod_template, workload_replicas
+
+GPU = "nvidia.com/gpu"
+CPU_TOPOLOGY_ANNOTATION = "scheduling.meridian.io/cpu-topology"
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass
+class NodeFacts:
+    name: str
+    uid: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, Any]] = field(default_factory=list)
+    unschedulable: bool = False
+    ready: bool = False
+    conditions: list[dict[str, str]] = field(default_factory=list)
+    capacity: dict[str, str] = field(default_factory=dict)
+    allocatable: dict[str, str] = field(default_factory=dict)
+    requested: dict[str, str] = field(default_factory=dict)
+    cpu_capacity_milli: int = 0
+    cpu_allocatable_milli: int = 0
+    memory_allocatable_bytes: int = 0
+    gpu_allocatable: int = 0
+    pods_allocatable: int = 0
+    cpu_requested_milli: int = 0
+    memory_requested_bytes: int = 0
+    gpu_requested: int = 0
+    pod_count: int = 0
+    cpu_usage_milli: int | None = None
+    memory_usage_bytes: int | None = None
+    cpu_topology: list[list[int]] | None = None
+    kubelet_version: str = ""
+
+    def row(self) -> dict[str, Any]:
+        """Column values; the hash leaves out usage, which moves every sync and is written apart."""
+        data = asdict(self)
+        usage = {k: data.pop(k) for k in USAGE_FIELDS}
+        data["content_hash"] = object_digest(data)
+        data.update(usage)
+        return data
+
+
+USAGE_FIELDS = ("cpu_usage_milli", "memory_usage_bytes")
+
+
+@dataclass
+class WorkloadFacts:
+    namespace: str
+    api_version: str
+    kind: str
+    name: str
+    uid: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    replicas: int = 0
+    ready_replicas: int = 0
+    pod_requests: dict[str, str] = field(default_factory=dict)
+    pod_limits: dict[str, str] = field(default_factory=dict)
+    cpu_request_milli: int = 0
+    memory_request_bytes: int = 0
+    gpu_request: int = 0
+    status: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.namespace, self.kind, self.name)
+
+    def row(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["content_hash"] = object_digest(data)
+        return data
+
+
+@dataclass
+class PodFacts:
+    namespace: str
+    name: str
+    uid: str
+    node_name: str = ""
+    owner_kind: str = ""
+    owner_name: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    phase: str = ""
+    requests: dict[str, str] = field(default_factory=dict)
+    limits: dict[str, str] = field(default_factory=dict)
+    cpu_request_milli: int = 0
+    memory_request_bytes: int = 0
+    gpu_request: int = 0
+    started_at: str | None = None
+    finished_at: str | None = None
+
+    @property
+    def holds_node_resources(self) -> bool:
+        return bool(self.node_name) and self.phase not in TERMINAL_PHASES
+
+    def row(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["content_hash"] = object_digest(data)
+        return data
+
+
+@dataclass
+class Snapshot:
+    nodes: dict[str, NodeFacts] = field(default_factory=dict)
+    workloads: dict[tuple[str, str, str], WorkloadFacts] = field(default_factory=dict)
+    pods: dict[str, PodFacts] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): str(v) for k, v in value.items() if isinstance(v, str)}
+
+
+def _canonical_resources(value: Any, where: str, errors: list[str]) -> dict[str, Quantity]:
+    """Parse a ResourceList, dropping (and reporting) the entries that are not quantities."""
+    parsed: dict[str, Quantity] = {}
+    if not isinstance(value, Mapping):
+        return parsed
+    for name, text in value.items():
+        try:
+            parsed[str(name)] = parse_quantity(text if isinstance(text, str) else str(text))
+        except QuantityError as exc:
+            errors.append(f"{where}: {name}: {exc}")
+    return parsed
+
+
+def _strings(resources: Mapping[str, Quantity]) -> dict[str, str]:
+    return {name: str(q) for name, q in sorted(resources.items())}
+
+
+def _milli(resources: Mapping[str, Quantity], name: str) -> int:
+    q = resources.get(name)
+    return q.milli_value() if q is not None else 0
+
+
+def _whole(resources: Mapping[str, Quantity], name: str) -> int:
+    q = resources.get(name)
+    return q.value() if q is not None else 0
+
+
+# --- nodes -------------------------------------------------------------------------------
+
+
+def node_facts(obj: Mapping[str, Any], errors: list[str]) -> NodeFacts | None:
+    """Facts of a v1 Node; None (with an error) when it has no name."""
+    meta = _meta(obj)
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        errors.append("node without metadata.name skipped")
+        return None
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    where = f"node {name}"
+    capacity = _canonical_resources(status.get("capacity"), f"{where} status.capacity", errors)
+    allocatable = _canonical_resources(status.get("allocatable"), f"{where} status.allocatable", errors)
+    conditions = [
+        {k: str(c.get(k, "")) for k in ("type", "status", "reason", "message")}
+        for c in status.get("conditions") or []
+        if isinstance(c, Mapping)
+    ]
+    node_info = status.get("nodeInfo") if isinstance(status.get("nodeInfo"), Mapping) else {}
+    return NodeFacts(
+        name=name,
+        uid=str(meta.get("uid") or ""),
+        labels=_str_map(meta.get("labels")),
+        taints=[dict(t) for t in spec.get("taints") or [] if isinstance(t, Mapping)],
+        unschedulable=bool(spec.get("unschedulable")),
+        ready=any(c["type"] == "Ready" and c["status"] == "True" for c in conditions),
+        conditions=conditions,
+        capacity=_strings(capacity),
+        allocatable=_strings(allocatable),
+        cpu_capacity_milli=_milli(capacity, "cpu"),
+        cpu_allocatable_milli=_milli(allocatable, "cpu"),
+        memory_allocatable_bytes=_whole(allocatable, "memory"),
+        gpu_allocatable=_whole(allocatable, GPU),
+        pods_allocatable=_whole(allocatable, "pods"),
+        cpu_topology=_cpu_topology(_str_map(meta.get("annotations")).get(CPU_TOPOLOGY_ANNOTATION), where, errors),
+        kubelet_version=str(node_info.get("kubeletVersion") or ""),
+    )
+
+
+def _cpu_topology(text: str | None, where: str, errors: list[str]) -> list[list[int]] | None:
+    if not text:
+        return None
+    try:
+        rows = json.loads(text)["cpus"]
+        if all(isinstance(r, list) and len(r) == 4 and all(isinstance(x, int) for x in r) for r in rows):
+            return rows
+    except (ValueError, KeyError, TypeError):
+        pass
+    errors.append(f"{where}: annotation {CPU_TOPOLOGY_ANNOTATION} is not {{\"cpus\": [[cpu, socket, numa, core], ...]}}")
+    return None
+
+
+def apply_node_metrics(nodes: Mapping[str, NodeFacts], metrics: Iterable[Mapping[str, Any]], errors: list[str]) -> None:
+    for item in metrics:
+        node = nodes.get(str(_meta(item).get("name", "")))
+        if node is None:
+            continue
+        usage = _canonical_resources(item.get("usage"), f"node {node.name} metrics", errors)
+        node.cpu_usage_milli = _milli(usage, "cpu") if "cpu" in usage else None
+        node.memory_usage_bytes = _whole(usage, "memory") if "memory" in usage else None
+
+
+# --- pods and workloads --------------------------------------------------------------------
+
+
+def _controller(meta: Mapping[str, Any]) -> tuple[str, str]:
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("controller"):
+            return str(ref.get("kind", "")), str(ref.get("name", ""))
+    return "", ""
+
+
+def _finished_at(status: Mapping[str, Any]) -> str | None:
+    times = [
+        s["state"]["terminated"].get("finishedAt")
+        for s in status.get("containerStatuses") or []
+        if isinstance(s, Mapping) and isinstance(s.get("state"), Mapping) and isinstance(s["state"].get("terminated"), Mapping)
+    ]
+    times = [t for t in times if isinstance(t, str)]
+    return max(times) if times else None
+
+
+def pod_facts(obj: Mapping[str, Any], errors: list[str]) -> PodFacts | None:
+    meta = _meta(obj)
+    name, namespace, uid = meta.get("name"), meta.get("namespace") or "default", meta.get("uid")
+    if not isinstance(name, str) or not isinstance(uid, str) or not uid:
+        errors.append(f"pod {name or '?'} without name or uid skipped")
+        return None
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    try:
+        requests, limits = pod_requests(obj), pod_limits(obj)
+    except (QuantityError, PodSpecError) as exc:
+        errors.append(f"pod {namespace}/{name}: {exc}")
+        requests, limits = {}, {}
+    owner_kind, owner_name = _controller(meta)
+    phase = str(status.get("phase") or "Pending")
+    return PodFacts(
+        namespace=str(namespace), name=name, uid=uid, node_name=str(spec.get("nodeName") or ""),
+        owner_kind=owner_kind, owner_name=owner_name, labels=_str_map(meta.get("labels")), phase=phase,
+        requests=_strings(requests), limits=_strings(limits),
+        cpu_request_milli=_milli(requests, "cpu"), memory_request_bytes=_whole(requests, "memory"), gpu_request=_whole(requests, GPU),
+        started_at=status.get("startTime") if isinstance(status.get("startTime"), str) else None,
+        finished_at=_finished_at(status) if phase in TERMINAL_PHASES else None,
+    )
+
+
+def _workload_status(kind: str, replicas: int, ready: int, status: Mapping[str, Any]) -> str:
+    if kind == "Job":
+        if status.get("succeeded") and not status.get("active"):
+            return "Complete"
+        return "Failed" if status.get("failed") and not status.get("active") else "Running"
+    if replicas == 0:
+        return "ScaledDown"
+    return "Available" if ready >= replicas else ("Degraded" if ready else "Unavailable")
+
+
+def workload_facts(obj: Mapping[str, Any], errors: list[str]) -> WorkloadFacts | None:
+    meta = _meta(obj)
+    kind, name = str(obj.get("kind", "")), meta.get("name")
+    namespace = str(meta.get("namespace") or "default")
+    if not isinstance(name, str) or not name:
+        errors.append(f"{kind or 'workload'} without metadata.name skipped")
+        return None
+    where = f"{kind} {namespace}/{name}"
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    try:
+        replicas = workload_replicas(obj)
+        template = workload_pod_template(obj)
+        requests, limits = pod_requests(template), pod_limits(template)
+    except (QuantityError, PodSpecError, UnsupportedWorkloadError, ValueError) as exc:
+        errors.append(f"{where}: {exc}")
+        return None
+    ready = int(status.get("readyReplicas") or status.get("active") or 0) if isinstance(status, Mapping) else 0
+    return WorkloadFacts(
+        namespace=namespace, api_version=str(obj.get("apiVersion", "")), kind=kind, name=name, uid=str(meta.get("uid") or ""),
+        labels=_str_map(meta.get("labels")), replicas=replicas, ready_replicas=ready,
+        pod_requests=_strings(requests), pod_limits=_strings(limits),
+        cpu_request_milli=_milli(requests, "cpu"), memory_request_bytes=_whole(requests, "memory"), gpu_request=_whole(requests, GPU),
+        status=_workload_status(kind, replicas, ready, status),
+    )
+
+
+# --- whole snapshot ------------------------------------------------------------------------
+
+
+def build_snapshot(
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    workloads: Iterable[Mapping[str, Any]],
+    metrics: Iterable[Mapping[str, Any]] = (),
+) -> Snapshot:
+    """Everything one sync writes, with per-node requested totals from the pods on it."""
+    snap = Snapshot()
+    for obj in nodes:
+        facts = node_facts(obj, snap.errors)
+        if facts is not None:
+            snap.nodes[facts.name] = facts
+    apply_node_metrics(snap.nodes, metrics, snap.errors)
+    replica_set_owner: dict[tuple[str, str], tuple[str, str]] = {}
+    for obj in workloads:
+        owner = _controller(_meta(obj))
+        if obj.get("kind") == "ReplicaSet" and owner[0]:
+            replica_set_owner[(str(_meta(obj).get("namespace") or "default"), str(_meta(obj).get("name")))] = owner
+            continue
+        facts = workload_facts(obj, snap.errors)
+        if facts is not None:
+            snap.workloads[facts.key] = facts
+    for obj in pods:
+        facts = pod_facts(obj, snap.errors)
+        if facts is None:
+            continue
+        if facts.owner_kind == "ReplicaSet" and (facts.namespace, facts.owner_name) in replica_set_owner:
+            facts.owner_kind, facts.owner_name = replica_set_owner[(facts.namespace, facts.owner_name)]
+        snap.pods[facts.uid] = facts
+    _sum_requested(snap)
+    return snap
+
+
+def _sum_requested(snap: Snapshot) -> None:
+    totals: dict[str, dict[str, Quantity]] = {}
+    for pod in snap.pods.values():
+        node = snap.nodes.get(pod.node_name) if pod.holds_node_resources else None
+        if node is None:
+            continue
+        node.pod_count += 1
+        node.cpu_requested_milli += pod.cpu_request_milli
+        node.memory_requested_bytes += pod.memory_request_bytes
+        node.gpu_requested += pod.gpu_request
+        per_node = totals.setdefault(node.name, {})
+        for resource, text in pod.requests.items():
+            q = parse_quantity(text)
+            per_node[resource] = per_node[resource] + q if resource in per_node else q
+    for name, resources in totals.items():
+        snap.nodes[name].requested = _strings(resources)
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """RFC 3339 timestamps as the API server writes them (``Z`` suffix included)."""
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None

@@ -1,0 +1,218 @@
+"""Mirror one member cluster into the inventory, writing only what changed.
+
+The connector is read outside any transaction (it may be slow); the diff against the
+database is written in one transaction per cluster, so readers never see half a sync.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from core import events
+from core.audit import record_change
+
+from kube.quantity import BINARY_SI, DECIMAL_SI, Quantity
+
+from .connectors.base import Connector, ConnectorError
+from .inventory import USAGE_FIELDS, Snapshot, build_snapshot, parse_time
+from .models import Cluster, Node, Pod, Workload
+
+logger = logging.getLogger(__name__)
+METRICS_RESOURCE = "metrics.k8s.io/v1beta1/nodes"
+MAX_REPORTED_ERRORS = 50
+BATCH = 2000
+
+
+@dataclass
+class SyncReport:
+    cluster: str
+    ok: bool = True
+    message: str = ""
+    created: dict[str, int] = field(default_factory=dict)
+    updated: dict[str, int] = field(default_factory=dict)
+    deleted: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "cluster": self.cluster, "ok": self.ok, "message": self.message, "created": self.created,
+            "updated": self.updated, "deleted": self.deleted, "errors": self.errors[:MAX_REPORTED_ERRORS],
+        }
+
+
+def read_cluster(connector: Connector) -> tuple[Snapshot, str, list[str]]:
+    """Everything the inventory mirrors, read through the connector."""
+    info = connector.server_info()
+    nodes = connector.list_nodes().items
+    metrics = connector.list("metrics.k8s.io/v1beta1", "NodeMetrics").items if METRICS_RESOURCE in info.api_resources else []
+    snapshot = build_snapshot(nodes, connector.list_pods().items, connector.list_workloads(), metrics)
+    return snapshot, info.kubernetes_version, list(info.api_resources)
+
+
+def sync_cluster(cluster: Cluster, connector: Connector, *, now: datetime | None = None) -> SyncReport:
+    now = now or timezone.now()
+    report = SyncReport(cluster=cluster.name)
+    try:
+        snapshot, version, api_resources = read_cluster(connector)
+    except ConnectorError as exc:
+        _mark_unreachable(cluster, exc, now)
+        report.ok, report.message = False, str(exc)
+        return report
+    report.errors = snapshot.errors
+    with transaction.atomic():
+        _write_nodes(cluster, snapshot, report)
+        workload_ids = _write_workloads(cluster, snapshot, report)
+        _write_pods(cluster, snapshot, workload_ids, report, now)
+        was_ready = cluster.ready
+        _write_status(cluster, version, api_resources, snapshot.errors, now)
+        if not was_ready:
+            record_change(cluster, "update", verb="became_ready", before={"ready": False}, after={"ready": True})
+        events.publish(f"cluster-{cluster.name}", "cluster.synced", water_level(cluster) | {"changes": _change_total(report)})
+    return report
+
+
+def _change_total(report: SyncReport) -> int:
+    return sum(report.created.values()) + sum(report.updated.values()) + sum(report.deleted.values())
+
+
+def _mark_unreachable(cluster: Cluster, exc: ConnectorError, now: datetime) -> None:
+    with transaction.atomic():
+        was_ready = cluster.ready
+        Cluster.objects.filter(pk=cluster.pk).update(ready=False, status_reason=exc.reason, status_message=str(exc), last_sync=now)
+        cluster.ready, cluster.status_reason, cluster.status_message = False, exc.reason, str(exc)
+        if was_ready:
+            record_change(cluster, "update", verb="became_unready", before={"ready": True}, after={"ready": False}, reason=str(exc))
+        events.publish(f"cluster-{cluster.name}", "cluster.unreachable", {"cluster": cluster.name, "reason": exc.reason, "message": str(exc)})
+
+
+def _write_nodes(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -> None:
+    existing = {name: (pk, digest, usage) for pk, name, digest, *usage in Node.objects.filter(cluster=cluster).values_list(
+        "pk", "name", "content_hash", *USAGE_FIELDS)}
+    create, update, usage_only = [], [], []
+    for name, facts in snapshot.nodes.items():
+        row = facts.row()
+        current = existing.get(name)
+        if current is None:
+            create.append(Node(cluster=cluster, **row))
+        elif current[1] != row["content_hash"]:
+            update.append(Node(pk=current[0], cluster=cluster, **row))
+        elif tuple(current[2]) != tuple(row[f] for f in USAGE_FIELDS):
+            usage_only.append(Node(pk=current[0], **{f: row[f] for f in USAGE_FIELDS}))
+    Node.objects.bulk_create(create, batch_size=BATCH)
+    if update:
+        Node.objects.bulk_update(update, [f for f in row_fields(Node) if f != "name"], batch_size=BATCH)
+    if usage_only:
+        Node.objects.bulk_update(usage_only, list(USAGE_FIELDS), batch_size=BATCH)
+    gone = [pk for name, (pk, _, _) in existing.items() if name not in snapshot.nodes]
+    _delete_in_batches(Node, gone)
+    report.created["nodes"], report.updated["nodes"], report.deleted["nodes"] = len(create), len(update), len(gone)
+
+
+def _write_workloads(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -> dict[tuple[str, str, str], int]:
+    existing = {(ns, kind, name): (pk, digest) for pk, ns, kind, name, digest in Workload.objects.filter(cluster=cluster).values_list(
+        "pk", "namespace", "kind", "name", "content_hash")}
+    create, update = [], []
+    for key, facts in snapshot.workloads.items():
+        row = facts.row()
+        current = existing.get(key)
+        if current is None:
+            create.append(Workload(cluster=cluster, **row))
+        elif current[1] != row["content_hash"]:
+            update.append(Workload(pk=current[0], cluster=cluster, **row))
+    Workload.objects.bulk_create(create, batch_size=BATCH)
+    if update:
+        Workload.objects.bulk_update(update, [f for f in row_fields(Workload) if f not in {"namespace", "kind", "name"}], batch_size=BATCH)
+    gone = [pk for key, (pk, _) in existing.items() if key not in snapshot.workloads]
+    _delete_in_batches(Workload, gone)
+    report.created["workloads"], report.updated["workloads"], report.deleted["workloads"] = len(create), len(update), len(gone)
+    return {key: pk for pk, *key in (
+        (pk, ns, kind, name) for pk, ns, kind, name in Workload.objects.filter(cluster=cluster).values_list("pk", "namespace", "kind", "name"))}
+
+
+def _write_pods(cluster: Cluster, snapshot: Snapshot, workload_ids: dict, report: SyncReport, now: datetime) -> None:
+    """Pods that vanish are kept, closed with ``finished_at``: quota accounting needs their history."""
+    existing = {uid: (pk, digest) for pk, uid, digest in Pod.objects.filter(cluster=cluster, finished_at__isnull=True).values_list(
+        "pk", "uid", "content_hash")}
+    known_finished = set(Pod.objects.filter(cluster=cluster, finished_at__isnull=False, uid__in=list(snapshot.pods)).values_list("uid", flat=True))
+    create, update = [], []
+    for uid, facts in snapshot.pods.items():
+        row = facts.row()
+        row["started_at"], row["finished_at"] = parse_time(row["started_at"]), parse_time(row["finished_at"])
+        row["workload_id"] = workload_ids.get((facts.namespace, facts.owner_kind, facts.owner_name))
+        current = existing.get(uid)
+        if current is None and uid not in known_finished:
+            create.append(Pod(cluster=cluster, **row))
+        elif current is not None and current[1] != row["content_hash"]:
+            update.append(Pod(pk=current[0], cluster=cluster, **row))
+    Pod.objects.bulk_create(create, batch_size=BATCH)
+    if update:
+        Pod.objects.bulk_update(update, [f for f in row_fields(Pod) if f not in {"uid"}], batch_size=BATCH)
+    gone = [pk for uid, (pk, _) in existing.items() if uid not in snapshot.pods]
+    for start in range(0, len(gone), BATCH):
+        Pod.objects.filter(pk__in=gone[start : start + BATCH]).update(finished_at=now)
+    report.created["pods"], report.updated["pods"], report.deleted["pods"] = len(create), len(update), len(gone)
+
+
+def _write_status(cluster: Cluster, version: str, api_resources: list[str], errors: list[str], now: datetime) -> None:
+    totals = Node.objects.filter(cluster=cluster).aggregate(
+        node_count=Count("pk"), ready_node_count=Count("pk", filter=Q(ready=True)),
+        **{f: Sum(f) for f in WATER_LEVEL_FIELDS}, cpu_usage_milli=Sum("cpu_usage_milli"), memory_usage_bytes=Sum("memory_usage_bytes"),
+    )
+    values = {k: (v or 0) if k not in {"cpu_usage_milli", "memory_usage_bytes"} else v for k, v in totals.items()}
+    values.update(
+        ready=True, status_reason="", status_message="", sync_errors=errors[:MAX_REPORTED_ERRORS], last_sync=now,
+        kubernetes_version=version, api_resources=api_resources, workload_count=Workload.objects.filter(cluster=cluster).count(),
+    )
+    values.update(resource_summary(values))
+    Cluster.objects.filter(pk=cluster.pk).update(**values)
+    for key, value in values.items():
+        setattr(cluster, key, value)
+
+
+WATER_LEVEL_FIELDS = (
+    "cpu_allocatable_milli", "cpu_requested_milli", "memory_allocatable_bytes", "memory_requested_bytes",
+    "gpu_allocatable", "gpu_requested", "pods_allocatable", "pod_count",
+)
+
+
+def resource_summary(values: dict) -> dict[str, dict[str, str]]:
+    """allocatable / requested / available per resource as canonical quantity strings."""
+    resources = {
+        "cpu": ("cpu_allocatable_milli", "cpu_requested_milli"),
+        "memory": ("memory_allocatable_bytes", "memory_requested_bytes"),
+        "nvidia.com/gpu": ("gpu_allocatable", "gpu_requested"),
+        "pods": ("pods_allocatable", "pod_count"),
+    }
+    allocatable = {r: int(values.get(a) or 0) for r, (a, _) in resources.items()}
+    requested = {r: int(values.get(q) or 0) for r, (_, q) in resources.items()}
+    available = {r: max(allocatable[r] - requested[r], 0) for r in resources}
+    return {key: {r: _quantity_text(r, n) for r, n in amounts.items()}
+            for key, amounts in (("allocatable", allocatable), ("requested", requested), ("available", available))}
+
+
+def _quantity_text(resource: str, amount: int) -> str:
+    if resource == "cpu":
+        return str(Quantity.from_milli(amount))
+    return str(Quantity.from_int(amount, BINARY_SI if resource == "memory" else DECIMAL_SI))
+
+
+def water_level(cluster: Cluster) -> dict:
+    return {
+        "cluster": cluster.name, "ready": cluster.ready, "nodes": cluster.node_count, "ready_nodes": cluster.ready_node_count,
+        "allocatable": cluster.allocatable, "requested": cluster.requested, "available": cluster.available,
+    }
+
+
+def row_fields(model) -> list[str]:
+    return [f.attname for f in model._meta.concrete_fields if not f.primary_key and f.attname not in {"cluster_id", "created", "updated"}]
+
+
+def _delete_in_batches(model, pks: list[int]) -> None:
+    for start in range(0, len(pks), BATCH):
+        model.objects.filter(pk__in=pks[start : start + BATCH]).delete()

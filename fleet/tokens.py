@@ -1,0 +1,68 @@
+"""Per-cluster credentials for node agents and admission webhooks: issue, rotate, revoke, check.
+
+Stored as SHA-256 like user API tokens; the raw key is returned once. A token names its
+cluster, so a leaked agent token of one cluster reads nothing of another.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from core.audit import record_change
+from core.context import current_actor
+from core.models import hash_token
+
+from .models import Cluster, ClusterToken
+
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+TOKEN_PREFIX = {"agent": "mag_", "webhook": "mwh_"}
+
+
+def issue_token(cluster: Cluster, kind: str, *, name: str = "", rotate: bool = False) -> tuple[ClusterToken, str]:
+    """A new token of ``kind``; with ``rotate`` every older active token of that kind is revoked."""
+    if kind not in ClusterToken.Kind.values:
+        raise ValueError(f"unknown token kind {kind!r}")
+    raw = TOKEN_PREFIX[kind] + secrets.token_urlsafe(32)
+    with transaction.atomic():
+        revoked = 0
+        if rotate:
+            revoked = active_tokens(cluster, kind).update(revoked=timezone.now())
+        token = ClusterToken.objects.create(
+            cluster=cluster, kind=kind, name=name, key_prefix=raw[:8], key_hash=hash_token(raw), created_by=current_actor().name
+        )
+        record_change(
+            token, "create", verb="rotate_token" if rotate else "issue_token",
+            after={"cluster": cluster.name, "kind": kind, "name": name, "key_prefix": token.key_prefix, "revoked_others": revoked},
+        )
+    return token, raw
+
+
+def revoke_token(token: ClusterToken) -> bool:
+    with transaction.atomic():
+        updated = ClusterToken.objects.filter(pk=token.pk, revoked__isnull=True).update(revoked=timezone.now())
+        if updated:
+            record_change(token, "update", verb="revoke_token", before={"revoked": None}, after={"revoked": "now"})
+    token.refresh_from_db()
+    return bool(updated)
+
+
+def active_tokens(cluster: Cluster, kind: str):
+    now = timezone.now()
+    return ClusterToken.objects.filter(cluster=cluster, kind=kind, revoked__isnull=True).exclude(expires__lte=now)
+
+
+def authenticate(raw: str, kind: str) -> ClusterToken | None:
+    """The active token of ``kind`` with this raw key, or None."""
+    if not raw or not raw.startswith(TOKEN_PREFIX.get(kind, "\0")):
+        return None
+    token = ClusterToken.objects.select_related("cluster").filter(key_hash=hash_token(raw), kind=kind, revoked__isnull=True).first()
+    now = timezone.now()
+    if token is None or (token.expires is not None and token.expires <= now):
+        return None
+    if token.last_used is None or now - token.last_used > LAST_USED_RESOLUTION:
+        ClusterToken.objects.filter(pk=token.pk).update(last_used=now)
+    return token
