@@ -1,0 +1,127 @@
+"""The fleet REST API over inventory rows: filters, cursor pages, 400s, tokens, secrets."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from core.models import ObjectChange
+from fleet import tokens
+from fleet.models import Cluster, ClusterToken, Node
+
+
+@pytest.fixture
+def fleet(db):
+    a = Cluster.objects.create(name="bj-1", connector="simulated", credentials="apiVersion: v1\nusers: [{user: {token: s3cr3t-token}}]")
+    b = Cluster.objects.create(name="sh-1", connector="simulated")
+    nodes = []
+    for i in range(30):
+        cluster = a if i % 2 == 0 else b
+        labels = {"machineModel": f"A{i % 4 + 1}", "diskMode": "hdd" if i % 3 == 0 else "ssd", "zone": f"z{i % 5}"}
+        nodes.append(Node(cluster=cluster, name=f"{cluster.name}-n{i:03d}", labels=labels, ready=i % 7 != 0))
+    Node.objects.bulk_create(nodes)
+    return a, b
+
+
+@pytest.mark.django_db
+def test_nodes_filter_by_cluster_and_label_selector(fleet, viewer_api):
+    response = viewer_api.get("/api/v1/fleet/nodes/", {"cluster": "bj-1", "labelSelector": "machineModel in (A1,A3),diskMode=hdd"})
+    assert response.status_code == 200
+    names = [n["name"] for n in response.json()["results"]]
+    expected = sorted(n.name for n in Node.objects.filter(cluster__name="bj-1")
+                      if n.labels["machineModel"] in ("A1", "A3") and n.labels["diskMode"] == "hdd")
+    assert sorted(names) == expected and expected
+    first = response.json()["results"][0]
+    assert first["cluster"] == "bj-1" and isinstance(first["labels"], dict)
+
+
+@pytest.mark.django_db
+def test_cursor_pagination_walks_every_node_once(fleet, viewer_api):
+    seen, url = [], "/api/v1/fleet/nodes/?page_size=7"
+    while url:
+        body = viewer_api.get(url).json()
+        seen += [n["name"] for n in body["results"]]
+        url = body["next"]
+    assert len(seen) == len(set(seen)) == 30
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("params,field", [
+    ({"labelSelector": "machineModel in (A1"}, "labelSelector"),
+    ({"labelSelector": "bad key!=x"}, "labelSelector"),
+    ({"cluster": "no-such-cluster"}, "cluster"),
+])
+def test_bad_query_parameters_are_a_400_naming_the_parameter(fleet, viewer_api, params, field):
+    response = viewer_api.get("/api/v1/fleet/nodes/", params)
+    assert response.status_code == 400
+    assert field in response.json() and response.json()[field][0]
+
+
+@pytest.mark.django_db
+def test_node_list_query_count_does_not_grow_with_the_fleet(fleet, viewer_api):
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert viewer_api.get("/api/v1/fleet/nodes/", {"page_size": 1000}).status_code == 200
+        return len(ctx)
+
+    queries()  # the first call also records the token's last use
+    small = queries()
+    cluster = Cluster.objects.get(name="bj-1")
+    Node.objects.bulk_create(Node(cluster=cluster, name=f"extra-{i}", labels={}) for i in range(300))
+    assert queries() == small
+
+
+@pytest.mark.django_db
+def test_credentials_are_never_returned(fleet, admin_api):
+    body = admin_api.get("/api/v1/fleet/clusters/bj-1/").json()
+    assert "s3cr3t" not in str(body) and "credentials" not in body and "kubeconfig" not in body
+
+
+@pytest.mark.django_db
+def test_agent_token_issue_use_rotate_and_revoke(fleet, admin_api, viewer_api):
+    assert viewer_api.post("/api/v1/fleet/clusters/bj-1/agent-tokens/", {}, format="json").status_code == 403
+    first = admin_api.post("/api/v1/fleet/clusters/bj-1/agent-tokens/", {"name": "agents"}, format="json")
+    assert first.status_code == 201
+    raw = first.json()["token"]
+    assert tokens.authenticate(raw, "agent").cluster.name == "bj-1"
+    assert tokens.authenticate(raw, "webhook") is None, "an agent token is not a webhook token"
+
+    listed = admin_api.get("/api/v1/fleet/clusters/bj-1/agent-tokens/").json()
+    assert [t["key_prefix"] for t in listed] == [raw[:8]] and "token" not in listed[0]
+
+    rotated = admin_api.post("/api/v1/fleet/clusters/bj-1/agent-tokens/", {"rotate": True}, format="json").json()
+    assert tokens.authenticate(raw, "agent") is None and tokens.authenticate(rotated["token"], "agent") is not None
+
+    assert admin_api.delete(f"/api/v1/fleet/clusters/sh-1/agent-tokens/{rotated['id']}/").status_code == 404
+    assert admin_api.delete(f"/api/v1/fleet/clusters/bj-1/agent-tokens/{rotated['id']}/").status_code == 204
+    assert tokens.authenticate(rotated["token"], "agent") is None
+    assert ClusterToken.objects.filter(key_hash__contains=raw).count() == 0
+    verbs = list(ObjectChange.objects.filter(object_type__model="clustertoken").values_list("verb", flat=True))
+    assert sorted(verbs) == ["issue_token", "revoke_token", "rotate_token"]
+    assert all(raw not in str(c.after) for c in ObjectChange.objects.all())
+
+
+@pytest.mark.django_db
+def test_webhook_tokens_are_separate(fleet, admin_api):
+    body = admin_api.post("/api/v1/fleet/clusters/sh-1/webhook-tokens/", {}, format="json").json()
+    assert tokens.authenticate(body["token"], "webhook").cluster.name == "sh-1"
+    assert admin_api.get("/api/v1/fleet/clusters/sh-1/agent-tokens/").json() == []
+
+
+@pytest.mark.django_db
+def test_operator_may_sync_but_not_register_or_delete(fleet, operator_api):
+    assert operator_api.post("/api/v1/fleet/clusters/", {"name": "x", "connector": "simulated"}, format="json").status_code == 403
+    assert operator_api.delete("/api/v1/fleet/clusters/bj-1/").status_code == 403
+    assert Cluster.objects.filter(name="bj-1").exists()
+
+
+@pytest.mark.django_db
+def test_cluster_label_validation(fleet, admin_api):
+    response = admin_api.patch("/api/v1/fleet/clusters/bj-1/", {"labels": {"bad key": "x", "ok": "y" * 64}}, format="json")
+    assert response.status_code == 400 and "labels" in response.json()
+    assert Cluster.objects.get(name="bj-1").labels == {}
+    good = admin_api.patch("/api/v1/fleet/clusters/bj-1/", {"labels": {"region": "bj"}}, format="json")
+    assert good.status_code == 200 and good.json()["labels"] == {"region": "bj"}
+    change = ObjectChange.objects.filter(action="update", object_repr="bj-1").latest("time")
+    assert change.before["labels"] == {} and change.after["labels"] == {"region": "bj"} and "credentials" not in change.after
