@@ -23,13 +23,16 @@ class OverviewView(TemplateView):
             workers = live_workers()
         except Exception:  # Redis down: the page still renders and says so
             workers = None
+        from fleet.queries import fleet_summary
+
         context.update(
+            fleet=fleet_summary(),
             workers=workers,
             jobs_running=Job.objects.filter(status=Job.Status.RUNNING).count(),
             jobs_failed=Job.objects.filter(status=Job.Status.FAILED).count(),
             recent_jobs=Job.objects.all()[:8],
             recent_changes=ObjectChange.objects.select_related("object_type")[:10],
-            topics=["system"],
+            topics=["system", "fleet"],
         )
         return context
 

@@ -6,6 +6,13 @@ document.addEventListener("meridian:event", function (e) {
     document.getElementById("stat-workers").textContent = ev.data.workers.length;
     document.getElementById("stat-jobs-running").textContent = ev.data.jobs_running;
   }
+  if (ev.event === "fleet.summary") {
+    var d = ev.data;
+    document.getElementById("stat-clusters").textContent = d.ready_clusters + "/" + d.clusters;
+    document.getElementById("stat-nodes").textContent = d.ready_nodes + "/" + d.nodes;
+    document.getElementById("stat-cores").textContent = d.cores;
+    document.getElementById("stat-cpu-level").textContent = d.cpu_level + "%";
+  }
   var li = document.createElement("li");
   li.textContent = new Date(ev.time * 1000).toLocaleTimeString() + "  " + ev.topic + " #" + ev.seq + "  " + ev.event;
   if (feed.firstElementChild && feed.firstElementChild.classList.contains("muted")) feed.innerHTML = "";
