@@ -42,7 +42,25 @@ GLOSSARY = {
     "Switch light/dark theme": "切换浅色/深色主题", "Theme": "主题", "Log out": "退出登录", "Logged out": "已退出登录",
     "Log in again": "重新登录", "Log in": "登录", "Log in to Meridian": "登录 Meridian",
     "Your username and password didn't match. Please try again.": "用户名或密码不正确，请重试。",
-    "Username": "用户名", "Password": "密码"
+    "Username": "用户名", "Password": "密码",
+    "Clusters ready": "就绪集群", "Nodes ready": "就绪节点", "Cores": "CPU 核数", "CPU water level": "CPU 水位",
+    "Use at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit.": "最多 63 个小写字母、数字或 '-'，且以字母或数字开头和结尾。",
+    "Kubernetes API": "Kubernetes API", "Simulated": "模拟", "Non-secret connector settings.": "连接器的非敏感设置。",
+    "Kubeconfig content; never shown or audited.": "Kubeconfig 内容；不会显示，也不会写入审计日志。",
+    "Objects the last sync could not read.": "上次同步无法读取的对象。", "[[cpu, socket, numa, core], ...]": "[[cpu, socket, numa, core], ...]",
+    "Per replica, canonical quantities.": "每个副本，规范化数量。", "Per replica.": "每个副本。",
+    "When the pod began holding resources.": "Pod 开始占用资源的时间。", "When it stopped: terminal phase or gone.": "停止占用资源的时间：进入终止阶段或已消失。",
+    "Node agent": "节点 Agent", "Admission webhook": "准入 Webhook", "Ready": "就绪", "Not ready": "未就绪", "Connector": "连接器",
+    "Kubernetes": "Kubernetes", "Nodes": "节点", "ready": "就绪", "Workloads": "工作负载", "Last sync": "上次同步", "Labels": "标签",
+    "requested": "已申请", "available": "可用", "allocatable": "可分配", "Label selector": "标签选择器",
+    "Label selector, e.g. machineModel in (A3,A4),diskMode=hdd": "标签选择器，例如 machineModel in (A3,A4),diskMode=hdd",
+    "Invalid label selector:": "标签选择器无效：", "Node": "节点", "CPU requested": "CPU 申请量", "CPU used": "CPU 使用量",
+    "Memory requested": "内存申请量", "GPU": "GPU", "Pods": "Pod", "NotReady": "未就绪", "cordoned": "已禁止调度",
+    "No nodes match.": "没有匹配的节点。", "Clusters": "集群", "GPU requested": "GPU 申请量", "Cluster": "集群",
+    "CPU (requested / allocatable)": "CPU（已申请 / 可分配）", "Memory": "内存", "No clusters registered yet.": "尚未注册任何集群。",
+    "Resources": "资源", "Resource": "资源", "Capacity": "容量", "Allocatable": "可分配", "Requested": "已申请", "Taints": "污点",
+    "Conditions": "状态条件", "CPU topology": "CPU 拓扑", "Socket": "插槽", "core": "核心",
+    "The node did not publish its CPU topology.": "该节点未发布其 CPU 拓扑。", "Pod": "Pod", "Phase": "阶段", "No pods.": "没有 Pod。",
 }
 
 ENTRY = re.compile(r'((?:#[^\n]*\n)*)msgid ((?:"[^"\n]*(?:\\.[^"\n]*)*"\n)+)msgstr ((?:"[^"\n]*"\n)+)')

@@ -1,4 +1,3 @@
-
 import pytest
 
 from fleet.models import Cluster, Node
