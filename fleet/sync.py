@@ -61,7 +61,7 @@ def sync_cluster(cluster: Cluster, connector: Connector, *, now: datetime | None
     try:
         snapshot, version, api_resources = read_cluster(connector)
     except ConnectorError as exc:
-        _mark_unreachable(cluster, exc, now)
+        mark_unreachable(cluster, exc, now)
         report.ok, report.message = False, str(exc)
         return report
     report.errors = snapshot.errors
@@ -81,7 +81,7 @@ def _change_total(report: SyncReport) -> int:
     return sum(report.created.values()) + sum(report.updated.values()) + sum(report.deleted.values())
 
 
-def _mark_unreachable(cluster: Cluster, exc: ConnectorError, now: datetime) -> None:
+def mark_unreachable(cluster: Cluster, exc: ConnectorError, now: datetime) -> None:
     with transaction.atomic():
         was_ready = cluster.ready
         Cluster.objects.filter(pk=cluster.pk).update(ready=False, status_reason=exc.reason, status_message=str(exc), last_sync=now)
@@ -131,8 +131,8 @@ def _write_workloads(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -
     gone = [pk for key, (pk, _) in existing.items() if key not in snapshot.workloads]
     _delete_in_batches(Workload, gone)
     report.created["workloads"], report.updated["workloads"], report.deleted["workloads"] = len(create), len(update), len(gone)
-    return {key: pk for pk, *key in (
-        (pk, ns, kind, name) for pk, ns, kind, name in Workload.objects.filter(cluster=cluster).values_list("pk", "namespace", "kind", "name"))}
+    rows = Workload.objects.filter(cluster=cluster).values_list("pk", "namespace", "kind", "name")
+    return {(ns, kind, name): pk for pk, ns, kind, name in rows}
 
 
 def _write_pods(cluster: Cluster, snapshot: Snapshot, workload_ids: dict, report: SyncReport, now: datetime) -> None:

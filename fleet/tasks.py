@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
+from django.utils import timezone
 
 from core import events
 from core.context import acting_as
@@ -12,7 +13,10 @@ from core.jobs import JobCanceled, create_job, running
 from core.redis import get_redis
 from core.sharding import sharded_task
 
+from .connectors.base import ConnectorError
 from .models import Cluster
+from .services import connector_for
+from .sync import mark_unreachable, sync_cluster
 
 logger = logging.getLogger(__name__)
 LOCK_SECONDS = 300
@@ -25,9 +29,6 @@ def cluster_shard_key(cluster_name: str, **_: object) -> str:
 @sharded_task(shard_key=cluster_shard_key, name="fleet.sync_cluster", ignore_result=True)
 def sync_cluster_task(cluster_name: str, job_id: int | None = None) -> dict | None:
     """Sync one cluster; a second sync of the same cluster while one runs is skipped."""
-    from .services import connector_for
-    from .sync import sync_cluster
-
     lock = get_redis().lock(f"meridian:lock:fleet-sync:{cluster_name}", timeout=LOCK_SECONDS, blocking=False)
     if not lock.acquire():
         logger.info("sync of %s already running; skipped", cluster_name)
@@ -38,10 +39,10 @@ def sync_cluster_task(cluster_name: str, job_id: int | None = None) -> dict | No
             return None
         with acting_as("system:fleet-sync"):
             if job_id is None:
-                return _sync(cluster, connector_for, sync_cluster)
+                return _sync(cluster)
             try:
                 with running(job_id) as job:
-                    job.result = _sync(cluster, connector_for, sync_cluster)
+                    job.result = _sync(cluster)
                     return job.result
             except JobCanceled:
                 return None
@@ -49,17 +50,11 @@ def sync_cluster_task(cluster_name: str, job_id: int | None = None) -> dict | No
         lock.release()
 
 
-def _sync(cluster: Cluster, connector_for, sync_cluster) -> dict:
-    from .connectors.base import ConnectorError
-
+def _sync(cluster: Cluster) -> dict:
     try:
         connector = connector_for(cluster)
     except ConnectorError as exc:
-        from .sync import _mark_unreachable
-
-        from django.utils import timezone
-
-        _mark_unreachable(cluster, exc, timezone.now())
+        mark_unreachable(cluster, exc, timezone.now())
         return {"cluster": cluster.name, "ok": False, "message": str(exc)}
     with connector:
         return sync_cluster(cluster, connector).as_dict()
