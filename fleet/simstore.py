@@ -1,0 +1,55 @@
+"""The database side of simulated clusters: their applied objects and their spec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .connectors.simulated import Key
+from .models import Cluster, SimulatedObject
+from .simulator import ClusterSpec
+
+SPEC_FIELDS = ("region", "node_count", "seed", "zones", "gpu_fraction", "workloads_per_100_nodes", "churn_rate",
+               "label_change_rate", "not_ready_rate", "tick_seconds", "kubernetes_version")
+
+
+def spec_for(cluster: Cluster) -> ClusterSpec:
+    """A cluster's simulation parameters from ``connector_config`` (unknown keys ignored)."""
+    config = cluster.connector_config or {}
+    values: dict[str, Any] = {k: config[k] for k in SPEC_FIELDS if k in config}
+    values.setdefault("region", cluster.labels.get("topology.kubernetes.io/region", cluster.name.split("-")[0]))
+    values.setdefault("node_count", 100)
+    values.setdefault("seed", cluster.pk or 1)
+    return ClusterSpec(name=cluster.name, **values)
+
+
+def config_for(spec: ClusterSpec) -> dict[str, Any]:
+    return {k: getattr(spec, k) for k in SPEC_FIELDS}
+
+
+class DatabaseObjectStore:
+    """Objects applied to one simulated cluster, one row each."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def _rows(self):
+        return SimulatedObject.objects.filter(cluster=self.cluster)
+
+    def get(self, key: Key) -> dict[str, Any] | None:
+        api_version, kind, namespace, name = key
+        row = self._rows().filter(api_version=api_version, kind=kind, namespace=namespace, name=name).first()
+        return row.body if row else None
+
+    def put(self, key: Key, obj: dict[str, Any]) -> None:
+        api_version, kind, namespace, name = key
+        SimulatedObject.objects.update_or_create(
+            cluster=self.cluster, api_version=api_version, kind=kind, namespace=namespace, name=name, defaults={"body": obj}
+        )
+
+    def delete(self, key: Key) -> bool:
+        api_version, kind, namespace, name = key
+        deleted, _ = self._rows().filter(api_version=api_version, kind=kind, namespace=namespace, name=name).delete()
+        return bool(deleted)
+
+    def all(self) -> list[dict[str, Any]]:
+        return list(self._rows().order_by("pk").values_list("body", flat=True))

@@ -1,0 +1,588 @@
+"""A deterministic fleet simulator (in the spirit of KWOK) for the demo, tests and benchmarks.
+
+A simulated cluster is a pure function of its ``ClusterSpec`` (seed included), the current
+*tick* (``int(now // tick_seconds)``) and the objects applied to it (the overlay). Nothing
+is kept between calls, so any process — web, worker, benchmark — sees the same cluster
+without sharing state, and a seed reproduces a fleet exactly. Output is Kubernetes API
+objects as plain dicts, so the inventory sync handles it exactly like a real cluster.
+
+Motion over time: node usage follows a diurnal curve with per-node phase and noise; every
+churn window (``CHURN_TICKS`` ticks) a few nodes leave, a few spare nodes join, a few change
+their ``pool`` label or go NotReady; Job runs start, finish (``Succeeded`` with finish times)
+and are replaced by the next run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
+
+from kube.hashing import fnv32a
+
+CHURN_TICKS = 40
+EPOCH = 1_767_225_600  # 2026-01-01T00:00:00Z: creation times are stable across runs
+TOPOLOGY_ANNOTATION = "scheduling.meridian.io/cpu-topology"
+GPU = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class MachineModel:
+    name: str
+    cores: int  # logical CPUs
+    memory_gi: int
+    numa_per_socket: int
+    weight: int
+
+
+#: Machine models A1–A4 (logical CPUs, memory), as the seed documents name them.
+MACHINE_MODELS = (
+    MachineModel("A1", 32, 128, 1, 2),
+    MachineModel("A2", 48, 192, 1, 3),
+    MachineModel("A3", 64, 256, 2, 4),
+    MachineModel("A4", 96, 384, 2, 3),
+)
+GPU_MODELS = (("T4", 4), ("V100", 8), ("A30", 8), ("A100", 8))
+POOLS = ("online", "online", "offline", "mixed")
+NAMESPACES = ("search", "ads", "payments", "ml-training", "recsys", "video", "infra")
+WORDS = ("api", "gateway", "cache", "indexer", "ranker", "feed", "auth", "billing", "ingest", "render", "etl", "trainer")
+QUOTA_GROUPS = ("vision", "vision-detection", "vision-ocr", "search-core", "ads-serving", "recsys-online")
+CPU_CHOICES = ("500m", "1", "2", "2", "4", "4", "8", "16")
+MEMORY_CHOICES = ("1Gi", "2Gi", "4Gi", "8Gi", "16Gi", "32Gi")
+SYSTEM_RESERVED_MILLI = 500
+SYSTEM_RESERVED_MI = 2048
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    name: str
+    region: str
+    node_count: int
+    seed: int
+    zones: int = 3
+    gpu_fraction: float = 0.1
+    workloads_per_100_nodes: int = 40
+    churn_rate: float = 0.002
+    label_change_rate: float = 0.002
+    not_ready_rate: float = 0.003
+    tick_seconds: float = 15.0
+    kubernetes_version: str = "v1.31.4"
+
+    def tick(self, now: float) -> int:
+        return int(now // self.tick_seconds)
+
+
+def demo_fleet(seed: int = 7, clusters: int = 5, nodes: int = 2000) -> list[ClusterSpec]:
+    """A small fleet of unevenly sized clusters whose node counts add up to ``nodes``."""
+    regions = ("bj", "sh", "gz", "sz", "hz")
+    rng = random.Random(f"demo:{seed}")
+    weights = [rng.uniform(0.5, 1.5) for _ in range(clusters)]
+    sizes = [max(1, int(nodes * w / sum(weights))) for w in weights]
+    sizes[0] += nodes - sum(sizes)
+    return [ClusterSpec(name=f"{regions[i % len(regions)]}-{i // len(regions) + 1}", region=regions[i % len(regions)],
+                        node_count=sizes[i], seed=seed * 1000 + i) for i in range(clusters)]
+
+
+def large_fleet(seed: int = 42, clusters: int = 500, nodes: int = 200_000) -> list[ClusterSpec]:
+    regions = ("bj", "sh", "gz", "sz", "hz", "cd", "wh", "xa")
+    per, extra = divmod(nodes, clusters)
+    return [ClusterSpec(name=f"{regions[i % len(regions)]}-{i:03d}", region=regions[i % len(regions)],
+                        node_count=per + (1 if i < extra else 0), seed=seed * 100_000 + i) for i in range(clusters)]
+
+
+def unit(*parts: object) -> float:
+    """A stable pseudo-random number in [0, 1) for the given parts."""
+    return fnv32a(":".join(map(str, parts)).encode()) / 2**32
+
+
+def iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@lru_cache(maxsize=16)
+def cpu_topology(model: MachineModel) -> str:
+    """Linux-style numbering: thread 0 of every core first, then their hyper-thread siblings."""
+    sockets, physical = 2, model.cores // 2
+    per_socket = physical // sockets
+    per_numa = per_socket // model.numa_per_socket
+    rows = []
+    for thread in range(2):
+        for core in range(physical):
+            socket = core // per_socket
+            numa = socket * model.numa_per_socket + (core % per_socket) // per_numa
+            rows.append([thread * physical + core, socket, numa, core])
+    return json.dumps({"cpus": rows}, separators=(",", ":"))
+
+
+# --- nodes -----------------------------------------------------------------------------------
+
+
+@dataclass
+class SimNode:
+    """The scheduling view of a node, plus the object the API would return."""
+
+    name: str
+    labels: dict[str, str]
+    taints: list[dict[str, str]]
+    cpu_milli: int
+    memory_mi: int
+    gpus: int
+    schedulable: bool
+    ready: bool
+    used_cpu: int = 0
+    used_memory: int = 0
+    used_gpus: int = 0
+    pods: int = 0
+    obj: dict[str, Any] = field(default_factory=dict)
+
+
+def _model_for(rng_value: float) -> MachineModel:
+    total = sum(m.weight for m in MACHINE_MODELS)
+    acc = 0.0
+    for model in MACHINE_MODELS:
+        acc += model.weight / total
+        if rng_value < acc:
+            return model
+    return MACHINE_MODELS[-1]
+
+
+def _node(spec: ClusterSpec, index: int, window: int, patches: Mapping[str, Mapping[str, Any]]) -> SimNode:
+    model = _model_for(unit(spec.seed, index, "model"))
+    name = f"{spec.name}-{model.name.lower()}-{index:05d}"
+    zone = f"{spec.region}-{'abcdefgh'[index % spec.zones]}"
+    pool = POOLS[int(unit(spec.seed, index, "pool") * len(POOLS))]
+    if unit(spec.seed, index, window, "relabel") < spec.label_change_rate * 20:
+        pool = POOLS[int(unit(spec.seed, index, window, "pool") * len(POOLS))]
+    labels = {
+        "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+        "topology.kubernetes.io/region": spec.region, "topology.kubernetes.io/zone": zone,
+        "node.kubernetes.io/instance-type": f"{model.name.lower()}.{model.cores}c{model.memory_gi}g",
+        "machineModel": model.name, "diskMode": "hdd" if unit(spec.seed, index, "disk") < 0.4 else "ssd", "pool": pool,
+    }
+    taints: list[dict[str, str]] = []
+    gpus = 0
+    if unit(spec.seed, index, "gpu") < spec.gpu_fraction:
+        gpu_model, gpus = GPU_MODELS[int(unit(spec.seed, index, "gpumodel") * len(GPU_MODELS))]
+        labels["gpuModel"] = gpu_model
+        taints.append({"key": GPU, "value": "present", "effect": "NoSchedule"})
+    schedulable = unit(spec.seed, index, "cordon") >= 0.005
+    ready = unit(spec.seed, index, window, "ready") >= spec.not_ready_rate
+    node = SimNode(name, labels, taints, model.cores * 1000 - SYSTEM_RESERVED_MILLI, model.memory_gi * 1024 - SYSTEM_RESERVED_MI,
+                   gpus, schedulable, ready)
+    node.obj = _node_object(spec, index, model, node)
+    patch = patches.get(name)
+    if patch:
+        node.obj = merge_patch(node.obj, patch)
+        node.labels = dict(node.obj["metadata"].get("labels") or {})
+        node.schedulable = not node.obj.get("spec", {}).get("unschedulable", False)
+        node.taints = list(node.obj.get("spec", {}).get("taints") or [])
+    return node
+
+
+def _node_object(spec: ClusterSpec, index: int, model: MachineModel, node: SimNode) -> dict[str, Any]:
+    capacity = {"cpu": str(model.cores), "memory": f"{model.memory_gi}Gi", "pods": "110", "ephemeral-storage": "1800Gi"}
+    allocatable = {"cpu": f"{node.cpu_milli}m", "memory": f"{node.memory_mi}Mi", "pods": "110", "ephemeral-storage": "1700Gi"}
+    if node.gpus:
+        capacity[GPU] = allocatable[GPU] = str(node.gpus)
+    spec_obj: dict[str, Any] = {"podCIDR": f"10.{index // 256 % 256}.{index % 256}.0/24"}
+    if node.taints:
+        spec_obj["taints"] = node.taints
+    if not node.schedulable:
+        spec_obj["unschedulable"] = True
+    condition = {"type": "Ready", "status": "True" if node.ready else "False",
+                 "reason": "KubeletReady" if node.ready else "NodeStatusUnknown",
+                 "message": "kubelet is posting ready status" if node.ready else "Kubelet stopped posting node status."}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {
+            "name": node.name, "uid": _uid(spec.seed, "node", index), "labels": node.labels,
+            "annotations": {TOPOLOGY_ANNOTATION: cpu_topology(model)},
+            "creationTimestamp": iso(EPOCH + index * 37),
+        },
+        "spec": spec_obj,
+        "status": {"capacity": capacity, "allocatable": allocatable, "conditions": [condition],
+                   "nodeInfo": {"kubeletVersion": spec.kubernetes_version, "containerRuntimeVersion": "containerd://1.7.22",
+                                "osImage": "Debian GNU/Linux 12 (bookworm)", "architecture": "amd64"}},
+    }
+
+
+def _uid(*parts: object) -> str:
+    h = "".join(f"{fnv32a(f'{p}:{i}'.encode()):08x}" for i, p in enumerate((parts, parts[::-1], (parts, 1), (parts, 2))))
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def node_indices(spec: ClusterSpec, window: int) -> list[int]:
+    """Which node indices exist in a churn window: most base nodes, minus leavers, plus joiners."""
+    spare = max(1, int(spec.node_count * spec.churn_rate * 5))
+    present = [i for i in range(spec.node_count) if unit(spec.seed, i, window, "leave") >= spec.churn_rate]
+    present += [i for i in range(spec.node_count, spec.node_count + spare) if unit(spec.seed, i, window, "join") < 0.5]
+    return present
+
+
+# --- workloads -------------------------------------------------------------------------------
+
+WORKLOAD_API = {"Deployment": "apps/v1", "StatefulSet": "apps/v1", "Job": "batch/v1"}
+
+
+def _container(name: str, cpu: str, memory: str, gpus: int = 0) -> dict[str, Any]:
+    requests = {"cpu": cpu, "memory": memory}
+    limits = {"cpu": cpu, "memory": memory}
+    if gpus:
+        requests[GPU] = limits[GPU] = str(gpus)
+    return {"name": name, "image": f"registry.example.com/{name}:1.{len(name)}", "resources": {"requests": requests, "limits": limits}}
+
+
+def _base_workload(spec: ClusterSpec, index: int, tick: int) -> dict[str, Any]:
+    rng = random.Random(f"{spec.seed}:workload:{index}")
+    kind = rng.choices(("Deployment", "StatefulSet", "Job"), weights=(70, 15, 15))[0]
+    namespace = rng.choice(NAMESPACES)
+    name = f"{rng.choice(WORDS)}-{rng.choice(WORDS)}-{index}"
+    labels = {"app": name, "team": namespace}
+    gpus = rng.choice((1, 2, 4, 8)) if rng.random() < 0.06 else 0
+    pod_spec: dict[str, Any] = {"containers": [_container(name, rng.choice(CPU_CHOICES), rng.choice(MEMORY_CHOICES), gpus)]}
+    if gpus:
+        gpu_model = rng.choice(GPU_MODELS)[0]
+        pod_spec["nodeSelector"] = {"gpuModel": gpu_model}
+        pod_spec["tolerations"] = [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
+        labels["biz.group.resource.quota"] = rng.choice(QUOTA_GROUPS[:3])
+        labels["biz.group.resource.quota/gpu-type"] = gpu_model
+    elif rng.random() < 0.4:
+        labels["biz.group.resource.quota"] = rng.choice(QUOTA_GROUPS)
+        if rng.random() < 0.5:
+            model = rng.choice(MACHINE_MODELS).name
+            labels["biz.group.resource.quota/cpu-type"] = model
+            pod_spec["nodeSelector"] = {"machineModel": model}
+    if rng.random() < 0.15:
+        pod_spec["initContainers"] = [dict(_container("log-agent", "100m", "128Mi"), restartPolicy="Always")]
+    template = {"metadata": {"labels": dict(labels)}, "spec": pod_spec}
+    obj: dict[str, Any] = {
+        "apiVersion": WORKLOAD_API[kind], "kind": kind,
+        "metadata": {"name": name, "namespace": namespace, "uid": _uid(spec.seed, "workload", index), "labels": labels,
+                     "creationTimestamp": iso(EPOCH + index * 61), "generation": 1},
+        "spec": {"selector": {"matchLabels": {"app": name}}, "template": template},
+    }
+    if kind == "Job":
+        period = rng.randint(60, 240)
+        run = tick // period
+        obj["metadata"]["name"] = f"{name}-{run}"
+        obj["metadata"]["uid"] = _uid(spec.seed, "job", index, run)
+        obj["metadata"]["creationTimestamp"] = iso(run * period * spec.tick_seconds)
+        obj["metadata"]["annotations"] = {"sim.meridian.io/run-start-tick": str(run * period),
+                                          "sim.meridian.io/run-ticks": str(rng.randint(period // 3, period - 5))}
+        obj["spec"].update(parallelism=rng.randint(1, 8), completions=None, backoffLimit=2)
+        obj["spec"].pop("completions")
+        pod_spec["restartPolicy"] = "Never"
+    else:
+        obj["spec"]["replicas"] = rng.randint(4, 28) if kind == "Deployment" else rng.randint(2, 8)
+        if kind == "StatefulSet":
+            obj["spec"]["serviceName"] = name
+    return obj
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, Mapping):
+        return patch
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+# --- placement -----------------------------------------------------------------------------
+
+
+def _tolerates(taints: list[dict[str, str]], tolerations: list[dict[str, str]]) -> bool:
+    for taint in taints:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(
+            (t.get("key") in (None, "", taint.get("key")))
+            and (t.get("operator") == "Exists" or t.get("value") == taint.get("value"))
+            and t.get("effect") in (None, "", taint.get("effect"))
+            for t in tolerations
+        ):
+            return False
+    return True
+
+
+class Placer:
+    """First fit over a per-pod pseudo-random probe order: stable while nodes do not change,
+    spreads load, and costs a bounded number of probes per pod."""
+
+    PROBES = 64
+
+    def __init__(self, nodes: list[SimNode]) -> None:
+        self.nodes = nodes
+        self._candidates: dict[str, list[SimNode]] = {}
+
+    def candidates(self, pod_spec: Mapping[str, Any]) -> list[SimNode]:
+        selector = pod_spec.get("nodeSelector") or {}
+        tolerations = pod_spec.get("tolerations") or []
+        key = json.dumps([selector, tolerations], sort_keys=True)
+        if key not in self._candidates:
+            self._candidates[key] = [
+                n for n in self.nodes
+                if n.schedulable and n.ready and all(n.labels.get(k) == v for k, v in selector.items()) and _tolerates(n.taints, tolerations)
+            ]
+        return self._candidates[key]
+
+    def place(self, pod_key: str, pod_spec: Mapping[str, Any], cpu: int, memory: int, gpus: int) -> SimNode | None:
+        nodes = self.candidates(pod_spec)
+        if not nodes:
+            return None
+        start = fnv32a(pod_key.encode())
+        step = 1 + (start >> 7) % max(1, len(nodes) - 1)
+        for probe in range(min(self.PROBES, len(nodes))):
+            node = nodes[(start + probe * step) % len(nodes)]
+            if (node.used_cpu + cpu <= node.cpu_milli and node.used_memory + memory <= node.memory_mi
+                    and node.used_gpus + gpus <= node.gpus and node.pods < 110):
+                node.used_cpu += cpu
+                node.used_memory += memory
+                node.used_gpus += gpus
+                node.pods += 1
+                return node
+        return None
+
+
+def _milli(text: str) -> int:
+    return int(text[:-1]) if text.endswith("m") else int(float(text) * 1000)
+
+
+def _mebi(text: str) -> int:
+    units = {"Mi": 1, "Gi": 1024, "Ki": 1 / 1024}
+    for suffix, factor in units.items():
+        if text.endswith(suffix):
+            return int(float(text[: -len(suffix)]) * factor)
+    return int(text) // 2**20
+
+
+def _pod_demand(pod_spec: Mapping[str, Any]) -> tuple[int, int, int]:
+    """CPU (m), memory (Mi) and GPUs a pod holds on its node (containers + sidecars)."""
+    cpu = memory = gpus = 0
+    for container in list(pod_spec.get("containers") or []) + [
+        c for c in pod_spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"
+    ]:
+        requests = container.get("resources", {}).get("requests", {})
+        cpu += _milli(str(requests.get("cpu", "0")))
+        memory += _mebi(str(requests.get("memory", "0")))
+        gpus += int(requests.get(GPU, 0))
+    return cpu, memory, gpus
+
+
+# --- the cluster -----------------------------------------------------------------------------
+
+
+@dataclass
+class ClusterState:
+    tick: int
+    nodes: list[SimNode]
+    workloads: list[dict[str, Any]]
+    replica_sets: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+
+
+class SimulatedCluster:
+    """The cluster at a tick. ``overlay`` holds objects applied through the connector; Nodes
+    in it are merge patches onto the generated nodes (kind ``Node``), workloads join the
+    simulation and get their pods placed."""
+
+    def __init__(self, spec: ClusterSpec, overlay: Iterable[Mapping[str, Any]] = ()) -> None:
+        self.spec = spec
+        self.overlay = list(overlay)
+        self._state: ClusterState | None = None
+
+    def server_info(self) -> tuple[str, tuple[str, ...]]:
+        resources = {"v1/nodes", "v1/pods", "v1/namespaces", "v1/configmaps", "v1/secrets", "v1/services", "apps/v1/deployments",
+                     "apps/v1/statefulsets", "apps/v1/replicasets", "batch/v1/jobs", "metrics.k8s.io/v1beta1/nodes",
+                     "config.katalyst.kubewharf.io/v1alpha1/customnodeconfigs",
+                     "config.katalyst.kubewharf.io/v1alpha1/adminqosconfigurations"}
+        return self.spec.kubernetes_version, tuple(sorted(resources))
+
+    def state(self, tick: int) -> ClusterState:
+        if self._state is None or self._state.tick != tick:
+            self._state = self._build(tick)
+        return self._state
+
+    def nodes(self, tick: int) -> list[dict[str, Any]]:
+        return [n.obj for n in self.state(tick).nodes]
+
+    def workloads(self, tick: int) -> list[dict[str, Any]]:
+        return self.state(tick).workloads
+
+    def replica_sets(self, tick: int) -> list[dict[str, Any]]:
+        return self.state(tick).replica_sets
+
+    def pods(self, tick: int) -> list[dict[str, Any]]:
+        return self.state(tick).pods
+
+    def node_metrics(self, tick: int) -> list[dict[str, Any]]:
+        """Usage drifts with a diurnal curve per node, never above what the node can give."""
+        seconds = tick * self.spec.tick_seconds
+        day = 2 * math.pi * (seconds % 86_400) / 86_400
+        metrics = []
+        for node in self.state(tick).nodes:
+            phase = unit(self.spec.seed, node.name, "phase") * 2 * math.pi
+            wave = 0.55 + 0.25 * math.sin(day + phase) + 0.1 * (unit(self.spec.seed, node.name, tick) - 0.5)
+            base_cpu = 200 + node.used_cpu * wave
+            cpu = int(min(node.cpu_milli, base_cpu))
+            memory = int(min(node.memory_mi, 1024 + node.used_memory * (0.6 + 0.2 * wave)))
+            metrics.append({
+                "apiVersion": "metrics.k8s.io/v1beta1", "kind": "NodeMetrics",
+                "metadata": {"name": node.name}, "timestamp": iso(seconds), "window": "20s",
+                "usage": {"cpu": f"{cpu}m", "memory": f"{memory * 1024}Ki"},
+            })
+        return metrics
+
+    # -- building ----------------------------------------------------------------------------
+
+    def _overlay(self, kind: str) -> list[Mapping[str, Any]]:
+        return [o for o in self.overlay if o.get("kind") == kind]
+
+    def _build(self, tick: int) -> ClusterState:
+        window = tick // CHURN_TICKS
+        patches = {o["metadata"]["name"]: o.get("patch", o) for o in self._overlay("NodePatch")}
+        nodes = [_node(self.spec, i, window, patches) for i in node_indices(self.spec, window)]
+        count = max(1, self.spec.node_count * self.spec.workloads_per_100_nodes // 100)
+        workloads = [_base_workload(self.spec, i, tick) for i in range(count)]
+        workloads += sorted(
+            (dict(o) for o in self.overlay if o.get("kind") in WORKLOAD_API),
+            key=lambda o: (o["metadata"].get("namespace", ""), o["kind"], o["metadata"]["name"]),
+        )
+        placer = Placer(nodes)
+        replica_sets: list[dict[str, Any]] = []
+        pods: list[dict[str, Any]] = []
+        for workload in workloads:
+            self._run(workload, tick, placer, replica_sets, pods)
+        return ClusterState(tick, nodes, workloads, replica_sets, pods)
+
+    def _run(self, workload: dict[str, Any], tick: int, placer: Placer, replica_sets: list, pods: list) -> None:
+        meta, spec = workload["metadata"], workload.setdefault("spec", {})
+        template = spec.get("template") or {}
+        pod_spec = template.get("spec") or {"containers": []}
+        kind, namespace = workload["kind"], meta.get("namespace", "default")
+        owner_kind, owner_name, owner_uid = kind, meta["name"], meta.get("uid", "")
+        if kind == "Deployment":
+            rs = _replica_set(workload)
+            replica_sets.append(rs)
+            owner_kind, owner_name, owner_uid = "ReplicaSet", rs["metadata"]["name"], rs["metadata"]["uid"]
+        count, finished_at = _pod_count(workload, tick, self.spec.tick_seconds)
+        demand = _pod_demand(pod_spec)
+        placed = 0
+        for ordinal in range(count):
+            name = f"{owner_name}-{ordinal}" if kind == "StatefulSet" else f"{owner_name}-{_suffix(owner_uid, ordinal)}"
+            node = placer.place(f"{namespace}/{name}", pod_spec, *demand) if finished_at is None else None
+            node_name = node.name if node else (_finished_node(placer, name) if finished_at else "")
+            placed += node is not None
+            pods.append(_pod(namespace, name, template, pod_spec, owner_kind, owner_name, owner_uid, node_name, finished_at,
+                             meta.get("creationTimestamp") or iso(EPOCH)))
+        workload["status"] = _workload_status(kind, count, placed, finished_at)
+
+
+def _replica_set(deployment: Mapping[str, Any]) -> dict[str, Any]:
+    meta = deployment["metadata"]
+    template_hash = f"{fnv32a(json.dumps(deployment['spec'].get('template'), sort_keys=True).encode()):08x}"[:10]
+    return {
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": f"{meta['name']}-{template_hash}", "namespace": meta.get("namespace", "default"),
+                     "uid": _uid(meta.get("uid", ""), template_hash), "labels": {"pod-template-hash": template_hash},
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": meta["name"],
+                                          "uid": meta.get("uid", ""), "controller": True}]},
+        "spec": {"replicas": deployment["spec"].get("replicas", 1), "template": deployment["spec"].get("template")},
+    }
+
+
+def _pod_count(workload: Mapping[str, Any], tick: int, tick_seconds: float) -> tuple[int, str | None]:
+    """How many pods a workload runs now, and when they finished (Jobs past their run length)."""
+    spec = workload.get("spec") or {}
+    if workload["kind"] != "Job":
+        return int(spec.get("replicas", 1)), None
+    annotations = workload["metadata"].get("annotations") or {}
+    parallelism = int(spec.get("parallelism", 1))
+    if "sim.meridian.io/run-start-tick" not in annotations:
+        return parallelism, None
+    end = int(annotations["sim.meridian.io/run-start-tick"]) + int(annotations["sim.meridian.io/run-ticks"])
+    return parallelism, (iso(end * tick_seconds) if tick >= end else None)
+
+
+def _finished_node(placer: Placer, name: str) -> str:
+    nodes = placer.nodes
+    return nodes[fnv32a(name.encode()) % len(nodes)].name if nodes else ""
+
+
+def _suffix(uid: str, ordinal: int) -> str:
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"
+    h = fnv32a(f"{uid}:{ordinal}".encode())
+    return "".join(alphabet[(h >> (5 * i)) % len(alphabet)] for i in range(5))
+
+
+def _pod(namespace: str, name: str, template: Mapping[str, Any], pod_spec: Mapping[str, Any], owner_kind: str, owner_name: str,
+         owner_uid: str, node_name: str, finished_at: str | None, created: str) -> dict[str, Any]:
+    phase = "Succeeded" if finished_at else ("Running" if node_name else "Pending")
+    container_state: dict[str, Any] = (
+        {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": created, "finishedAt": finished_at}}
+        if finished_at else ({"running": {"startedAt": created}} if node_name else {"waiting": {"reason": "Unschedulable"}})
+    )
+    spec = dict(pod_spec)
+    if node_name:
+        spec["nodeName"] = node_name
+    status: dict[str, Any] = {"phase": phase, "containerStatuses": [
+        {"name": c["name"], "ready": phase == "Running", "state": container_state} for c in pod_spec.get("containers", [])]}
+    if node_name:
+        status["startTime"] = created
+    else:
+        status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                 "message": "0/N nodes are available: insufficient resources or no matching node."}]
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "uid": _uid(owner_uid, name),
+                     "labels": dict((template.get("metadata") or {}).get("labels") or {}), "creationTimestamp": created,
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner_kind, "name": owner_name, "uid": owner_uid, "controller": True}]},
+        "spec": spec,
+        "status": status,
+    }
+
+
+def _workload_status(kind: str, count: int, placed: int, finished_at: str | None) -> dict[str, Any]:
+    if kind == "Job":
+        if finished_at:
+            return {"succeeded": count, "active": 0, "completionTime": finished_at}
+        return {"active": placed}
+    return {"replicas": count, "readyReplicas": placed, "availableReplicas": placed, "updatedReplicas": count}
+
+
+# --- simulated node agents ----------------------------------------------------------------
+
+AGENT_ERRORS = (
+    "failed to apply: cgroup v2 not mounted on /sys/fs/cgroup",
+    "failed to apply: qos-agent is restarting (CrashLoopBackOff)",
+    "failed to apply: config validation failed: reclaim ratio out of range",
+)
+
+
+@dataclass(frozen=True)
+class AgentReport:
+    applied_hash: str | None
+    error: str | None
+    reported_at: float
+
+
+def agent_report(spec: ClusterSpec, node_name: str, config_type: str, config_hash: str, published_at: float, now: float, *,
+                 failure_rate: float = 0.01, delay: tuple[float, float] = (2.0, 20.0)) -> AgentReport | None:
+    """What a node's agent has reported for a published config: None until it has polled
+    (a per-node delay), then either the applied hash or an error, deterministically."""
+    key = (spec.seed, node_name, config_type, config_hash)
+    wait = delay[0] + (delay[1] - delay[0]) * unit(*key, "delay")
+    if now < published_at + wait:
+        return None
+    if unit(*key, "fail") < failure_rate:
+        return AgentReport(None, AGENT_ERRORS[int(unit(*key, "why") * len(AGENT_ERRORS))], published_at + wait)
+    return AgentReport(config_hash, None, published_at + wait)

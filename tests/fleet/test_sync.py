@@ -1,0 +1,125 @@
+"""Inventory sync from a simulated cluster into the database: incremental, faithful, robust."""
+
+from __future__ import annotations
+
+import pytest
+from celery.contrib.testing.worker import start_worker
+
+from config.celery import app
+from core.models import Job, ObjectChange
+from fleet.connectors.base import ConnectorError
+from fleet.connectors.simulated import SimulatedConnector
+from fleet.models import Cluster, Node, Pod, Workload
+from fleet.services import connector_for, request_sync
+from fleet.simstore import DatabaseObjectStore, config_for
+from fleet.simulator import CHURN_TICKS, ClusterSpec
+from fleet.sync import sync_cluster
+
+SPEC = ClusterSpec(name="gz-4", region="gz", node_count=150, seed=21)
+
+
+class Clock:
+    def __init__(self, tick: int) -> None:
+        self.now = tick * SPEC.tick_seconds
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def cluster(db):
+    return Cluster.objects.create(name=SPEC.name, connector="simulated", connector_config=config_for(SPEC))
+
+
+def connector(cluster, clock):
+    return SimulatedConnector(SPEC, store=DatabaseObjectStore(cluster), clock=clock)
+
+
+@pytest.mark.django_db
+def test_first_sync_mirrors_the_cluster_and_the_second_changes_nothing(cluster):
+    clock = Clock(500)
+    first = sync_cluster(cluster, connector(cluster, clock))
+    nodes = connector(cluster, clock).list_nodes().items
+    assert first.ok and first.created["nodes"] == len(nodes) == Node.objects.filter(cluster=cluster).count()
+    assert Workload.objects.filter(cluster=cluster).count() == first.created["workloads"] > 0
+    assert Pod.objects.filter(cluster=cluster).count() == first.created["pods"] > 0
+    cluster.refresh_from_db()
+    assert cluster.ready and cluster.node_count == len(nodes) and cluster.kubernetes_version == SPEC.kubernetes_version
+    node_sum = sum(Node.objects.filter(cluster=cluster).values_list("cpu_requested_milli", flat=True))
+    assert cluster.cpu_requested_milli == node_sum > 0
+    assert cluster.requested["cpu"] and cluster.available["memory"]
+
+    second = sync_cluster(cluster, connector(cluster, clock))
+    assert sum(second.created.values()) + sum(second.updated.values()) + sum(second.deleted.values()) == 0
+
+
+@pytest.mark.django_db
+def test_churn_writes_only_the_difference_and_closes_vanished_pods(cluster):
+    clock = Clock(CHURN_TICKS * 10)
+    sync_cluster(cluster, connector(cluster, clock))
+    before = set(Node.objects.filter(cluster=cluster).values_list("name", flat=True))
+    clock.now = CHURN_TICKS * 17 * SPEC.tick_seconds
+    report = sync_cluster(cluster, connector(cluster, clock))
+    after = set(Node.objects.filter(cluster=cluster).values_list("name", flat=True))
+    assert report.created["nodes"] == len(after - before) and report.deleted["nodes"] == len(before - after)
+    assert 0 < report.created["nodes"] + report.deleted["nodes"] < len(before) / 10
+    assert Pod.objects.filter(cluster=cluster, finished_at__isnull=False).exists(), "pods that vanished are kept, closed"
+
+
+@pytest.mark.django_db
+def test_a_deployment_applied_to_the_cluster_shows_up_with_its_pods(cluster):
+    clock = Clock(800)
+    sim = connector(cluster, clock)
+    sim.apply({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "checkout", "namespace": "shop"},
+               "spec": {"replicas": 4, "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "3"}}}]}}}})
+    sync_cluster(cluster, connector(cluster, clock))
+    workload = Workload.objects.get(cluster=cluster, name="checkout")
+    assert (workload.replicas, workload.ready_replicas, workload.cpu_request_milli) == (4, 4, 3000)
+    assert workload.pods.filter(finished_at__isnull=True).count() == 4
+
+
+@pytest.mark.django_db
+def test_malformed_quantities_are_reported_on_the_cluster_not_fatal(cluster):
+    clock = Clock(900)
+    sim = connector(cluster, clock)
+    name = sim.list_nodes().items[0]["metadata"]["name"]
+    sim.patch("v1", "Node", name, {"status": {"allocatable": {"cpu": "twelve"}}})
+    report = sync_cluster(cluster, connector(cluster, clock))
+    cluster.refresh_from_db()
+    assert report.ok and cluster.ready
+    assert any(name in e and "twelve" in e for e in cluster.sync_errors)
+    assert Node.objects.get(cluster=cluster, name=name).cpu_allocatable_milli == 0
+
+
+class UnreachableCluster(SimulatedConnector):
+    """The simulated cluster with its API server gone: what a network partition looks like."""
+
+    def server_info(self):
+        raise ConnectorError("connection refused by https://10.0.0.1:6443", reason="unreachable")
+
+
+@pytest.mark.django_db
+def test_an_unreachable_cluster_is_marked_not_ready_with_the_reason(cluster):
+    sync_cluster(cluster, connector(cluster, Clock(100)))
+    report = sync_cluster(cluster, UnreachableCluster(SPEC, store=DatabaseObjectStore(cluster), clock=Clock(100)))
+    cluster.refresh_from_db()
+    assert not report.ok and not cluster.ready and cluster.status_reason == "unreachable"
+    assert "connection refused" in cluster.status_message
+    assert Node.objects.filter(cluster=cluster).exists(), "the last known inventory is kept"
+    assert ObjectChange.objects.filter(verb="became_unready", object_repr=cluster.name).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_runs_the_sharded_sync_job(cluster):
+    from core.sharding import shard_queue
+
+    job = request_sync(cluster)
+    with start_worker(app, queues=[shard_queue(f"cluster/{cluster.name}")], perform_ping_check=False, pool="solo", shutdown_timeout=10):
+        for _ in range(200):
+            job.refresh_from_db()
+            if job.status in Job.FINISHED:
+                break
+            __import__("time").sleep(0.1)
+    assert job.status == Job.Status.SUCCEEDED, job.error
+    assert job.result["created"]["nodes"] == Node.objects.filter(cluster=cluster).count() > 0
+    assert connector_for(cluster).spec.seed == SPEC.seed
