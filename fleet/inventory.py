@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from kube.hashing import object_digest
@@ -50,7 +51,7 @@ class NodeFacts:
 
     def row(self) -> dict[str, Any]:
         """Column values; the hash leaves out usage, which moves every sync and is written apart."""
-        data = asdict(self)
+        data = _shallow(self)
         usage = {k: data.pop(k) for k in USAGE_FIELDS}
         data["content_hash"] = object_digest(data)
         data.update(usage)
@@ -82,7 +83,7 @@ class WorkloadFacts:
         return (self.namespace, self.kind, self.name)
 
     def row(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = _shallow(self)
         data["content_hash"] = object_digest(data)
         return data
 
@@ -110,7 +111,7 @@ class PodFacts:
         return bool(self.node_name) and self.phase not in TERMINAL_PHASES
 
     def row(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = _shallow(self)
         data["content_hash"] = object_digest(data)
         return data
 
@@ -124,6 +125,11 @@ class Snapshot:
 
 
 # --- helpers -----------------------------------------------------------------------------
+
+
+def _shallow(facts: Any) -> dict[str, Any]:
+    """Field values without dataclasses.asdict's deep copy (rows are built once and dropped)."""
+    return {f.name: getattr(facts, f.name) for f in fields(facts)}
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -208,13 +214,21 @@ def node_facts(obj: Mapping[str, Any], errors: list[str]) -> NodeFacts | None:
 def _cpu_topology(text: str | None, where: str, errors: list[str]) -> list[list[int]] | None:
     if not text:
         return None
+    rows = _parse_topology(text)
+    if rows is None:
+        errors.append(f"{where}: annotation {CPU_TOPOLOGY_ANNOTATION} is not {{\"cpus\": [[cpu, socket, numa, core], ...]}}")
+    return rows
+
+
+@lru_cache(maxsize=256)
+def _parse_topology(text: str) -> list[list[int]] | None:
+    """Nodes of one machine model publish the same topology: parse each text once."""
     try:
         rows = json.loads(text)["cpus"]
         if all(isinstance(r, list) and len(r) == 4 and all(isinstance(x, int) for x in r) for r in rows):
             return rows
     except (ValueError, KeyError, TypeError):
         pass
-    errors.append(f"{where}: annotation {CPU_TOPOLOGY_ANNOTATION} is not {{\"cpus\": [[cpu, socket, numa, core], ...]}}")
     return None
 
 

@@ -97,7 +97,8 @@ class SimulatedConnector(Connector):
             if (namespace is None or o.get("metadata", {}).get("namespace") == namespace)
             and selector.matches(o.get("metadata", {}).get("labels") or {})
         ]
-        return ObjectList(items=items, resource_version=str(fnv32a(object_digest(items).encode())))
+        tick = self.spec.tick(self.clock())
+        return ObjectList(items=items, resource_version=f"{tick}.{fnv32a((self._cache[0] if self._cache else '').encode())}")
 
     def get(self, api_version: str, kind: str, name: str, *, namespace: str | None = None) -> dict[str, Any] | None:
         for obj in self._objects(api_version, kind):

