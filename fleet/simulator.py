@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import random
-import zlib
+from hashlib import blake2b
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -97,9 +97,9 @@ def large_fleet(seed: int = 42, clusters: int = 500, nodes: int = 200_000) -> li
 
 
 def unit(*parts: object) -> float:
-    """A stable pseudo-random number in [0, 1) for the given parts (CRC-32: in C, and the
-    same in every process, unlike ``hash()``)."""
-    return zlib.crc32(":".join(map(str, parts)).encode()) / 2**32
+    """A stable pseudo-random number in [0, 1) for the given parts: BLAKE2 (fast, in C, well
+    mixed — CRC-32 is linear and correlates similar inputs) and the same in every process."""
+    return int.from_bytes(blake2b(":".join(map(str, parts)).encode(), digest_size=4).digest()) / 2**32
 
 
 def iso(seconds: float) -> str:
