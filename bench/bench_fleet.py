@@ -14,6 +14,7 @@ Runs on a fresh SQLite database under a temporary directory, or on ``BENCH_DATAB
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import sys
 import tempfile
@@ -48,38 +49,56 @@ def timed(fn, repeat: int = 5) -> tuple[float, object]:
     return best, result
 
 
+def sync_specs(specs) -> int:
+    """One worker process: sync its share of the clusters, as a shard worker would."""
+    from django.db import connections
+
+    from core.context import acting_as
+    from fleet.connectors.simulated import SimulatedConnector
+    from fleet.models import Cluster
+    from fleet.simstore import DatabaseObjectStore
+    from fleet.sync import sync_cluster
+
+    connections.close_all()
+    pods = 0
+    with acting_as("system:bench"):
+        for spec in specs:
+            cluster = Cluster.objects.get(name=spec.name)
+            pods += sync_cluster(cluster, SimulatedConnector(spec, store=DatabaseObjectStore(cluster), clock=lambda: 0.0)).created["pods"]
+    return pods
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clusters", type=int, default=500)
     parser.add_argument("--nodes", type=int, default=200_000)
+    parser.add_argument("--workers", type=int, default=2, help="sync processes, as shard workers would run (one per core)")
     args = parser.parse_args()
     setup(os.environ.get("BENCH_DATABASE_URL"))
 
     from django.db import connection, transaction
     from django.test.utils import CaptureQueriesContext
 
-    from core.context import acting_as
-    from fleet.connectors.simulated import SimulatedConnector
     from fleet.models import Cluster, Node
     from fleet.queries import aggregate_from_nodes, cluster_water_levels
     from fleet.selectors import selector_q
-    from fleet.simstore import DatabaseObjectStore, config_for
+    from fleet.simstore import config_for
     from fleet.simulator import large_fleet
-    from fleet.sync import sync_cluster
     from kube.labels import parse_selector
 
     with transaction.atomic():
         Cluster.objects.all().delete()
     specs = large_fleet(clusters=args.clusters, nodes=args.nodes)
-    print(f"database: {connection.vendor}; fleet: {args.clusters} clusters, {args.nodes:,} nodes")
+    print(f"database: {connection.vendor}; fleet: {args.clusters} clusters, {args.nodes:,} nodes; {args.workers} sync processes")
 
     started = time.perf_counter()
-    pods = 0
-    with acting_as("system:bench"):
-        for spec in specs:
-            cluster = Cluster.objects.create(name=spec.name, connector="simulated", connector_config=config_for(spec))
-            report = sync_cluster(cluster, SimulatedConnector(spec, store=DatabaseObjectStore(cluster), clock=lambda: 0.0))
-            pods += report.created["pods"]
+    Cluster.objects.bulk_create(Cluster(name=s.name, connector="simulated", connector_config=config_for(s)) for s in specs)
+    from django.db import connections
+
+    connections.close_all()
+    slices = [specs[i :: args.workers] for i in range(args.workers)]
+    with multiprocessing.get_context("fork").Pool(args.workers) as pool:
+        pods = sum(pool.map(sync_specs, slices))
     elapsed = time.perf_counter() - started
     nodes = Node.objects.count()
     print(f"generate + store: {elapsed:7.1f} s  ({nodes:,} nodes, {pods:,} pods; {nodes / elapsed:,.0f} nodes/s)"

@@ -6,12 +6,13 @@ database is written in one transaction per cluster, so readers never see half a 
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import transaction
-from django.db.models import Count, Q, Sum
+from django.db import connection, transaction
+from django.db.models import Count, DateTimeField, JSONField, Q, Sum
 from django.utils import timezone
 
 from core import events
@@ -99,12 +100,12 @@ def _write_nodes(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -> No
         row = facts.row()
         current = existing.get(name)
         if current is None:
-            create.append(Node(cluster=cluster, **row))
+            create.append(dict(row, cluster_id=cluster.pk))
         elif current[1] != row["content_hash"]:
             update.append(Node(pk=current[0], cluster=cluster, **row))
         elif tuple(current[2]) != tuple(row[f] for f in USAGE_FIELDS):
             usage_only.append(Node(pk=current[0], **{f: row[f] for f in USAGE_FIELDS}))
-    Node.objects.bulk_create(create, batch_size=BATCH)
+    insert_rows(Node, create, timezone.now())
     if update:
         Node.objects.bulk_update(update, [f for f in row_fields(Node) if f != "name"], batch_size=BATCH)
     if usage_only:
@@ -122,10 +123,10 @@ def _write_workloads(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -
         row = facts.row()
         current = existing.get(key)
         if current is None:
-            create.append(Workload(cluster=cluster, **row))
+            create.append(dict(row, cluster_id=cluster.pk))
         elif current[1] != row["content_hash"]:
             update.append(Workload(pk=current[0], cluster=cluster, **row))
-    Workload.objects.bulk_create(create, batch_size=BATCH)
+    insert_rows(Workload, create, timezone.now())
     if update:
         Workload.objects.bulk_update(update, [f for f in row_fields(Workload) if f not in {"namespace", "kind", "name"}], batch_size=BATCH)
     gone = [pk for key, (pk, _) in existing.items() if key not in snapshot.workloads]
@@ -147,10 +148,10 @@ def _write_pods(cluster: Cluster, snapshot: Snapshot, workload_ids: dict, report
         row["workload_id"] = workload_ids.get((facts.namespace, facts.owner_kind, facts.owner_name))
         current = existing.get(uid)
         if current is None and uid not in known_finished:
-            create.append(Pod(cluster=cluster, **row))
+            create.append(dict(row, cluster_id=cluster.pk))
         elif current is not None and current[1] != row["content_hash"]:
             update.append(Pod(pk=current[0], cluster=cluster, **row))
-    Pod.objects.bulk_create(create, batch_size=BATCH)
+    insert_rows(Pod, create, now)
     if update:
         Pod.objects.bulk_update(update, [f for f in row_fields(Pod) if f not in {"uid"}], batch_size=BATCH)
     gone = [pk for uid, (pk, _) in existing.items() if uid not in snapshot.pods]
@@ -207,6 +208,31 @@ def water_level(cluster: Cluster) -> dict:
         "cluster": cluster.name, "ready": cluster.ready, "nodes": cluster.node_count, "ready_nodes": cluster.ready_node_count,
         "allocatable": cluster.allocatable, "requested": cluster.requested, "available": cluster.available,
     }
+
+
+def insert_rows(model, rows: list[dict], now: datetime) -> None:
+    """Plain multi-row INSERTs for large creates: the facts are already validated, so the
+    ORM's per-field preparation (most of bulk_create's cost at 10^5 rows) is skipped."""
+    if not rows:
+        return
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    placeholders = ", ".join(["%s"] * len(fields))
+    sql = f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) VALUES ({placeholders})"
+    encoders = [_encoder(f) for f in fields]
+    stamped = [dict(row, created=now, updated=now) for row in rows]
+    with connection.cursor() as cursor:
+        for start in range(0, len(stamped), BATCH):
+            cursor.executemany(sql, [[encode(row.get(f.attname)) for f, encode in zip(fields, encoders)]
+                                     for row in stamped[start : start + BATCH]])
+
+
+def _encoder(field):
+    if isinstance(field, JSONField):
+        return lambda value: None if value is None else json.dumps(value, separators=(",", ":"))
+    if isinstance(field, DateTimeField):
+        return lambda value: connection.ops.adapt_datetimefield_value(value)
+    return lambda value: value
 
 
 def row_fields(model) -> list[str]:
