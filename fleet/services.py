@@ -24,10 +24,11 @@ def connector_for(cluster: Cluster) -> Connector:
 
 
 def _simulated_connector(cluster: Cluster) -> Connector:
-    from .connectors.simulated import SimulatedConnector
+    from .connectors.simulated import MemoryObjectStore, SimulatedConnector
     from .simstore import DatabaseObjectStore, spec_for
 
-    return SimulatedConnector(spec_for(cluster), store=DatabaseObjectStore(cluster))
+    store = DatabaseObjectStore(cluster) if cluster.pk else MemoryObjectStore()
+    return SimulatedConnector(spec_for(cluster), store=store)
 
 
 def _kubernetes_connector(cluster: Cluster) -> Connector:

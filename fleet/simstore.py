@@ -12,6 +12,28 @@ SPEC_FIELDS = ("region", "node_count", "seed", "zones", "gpu_fraction", "workloa
                "label_change_rate", "not_ready_rate", "tick_seconds", "kubernetes_version")
 
 
+SPEC_TYPES: dict[str, tuple[type, ...]] = {
+    "region": (str,), "node_count": (int,), "seed": (int,), "zones": (int,), "gpu_fraction": (int, float),
+    "workloads_per_100_nodes": (int,), "churn_rate": (int, float), "label_change_rate": (int, float),
+    "not_ready_rate": (int, float), "tick_seconds": (int, float), "kubernetes_version": (str,),
+}
+LIMITS = {"node_count": (1, 20_000), "zones": (1, 8), "workloads_per_100_nodes": (0, 1000), "tick_seconds": (1, 3600),
+          "gpu_fraction": (0, 1), "churn_rate": (0, 1), "label_change_rate": (0, 1), "not_ready_rate": (0, 1)}
+
+
+def spec_problems(config: dict[str, Any]) -> list[str]:
+    """What is wrong with a simulated cluster's ``connector_config``, field by field."""
+    problems = []
+    for key, value in config.items():
+        if key not in SPEC_TYPES:
+            problems.append(f"{key}: unknown setting (known: {', '.join(SPEC_FIELDS)})")
+        elif isinstance(value, bool) or not isinstance(value, SPEC_TYPES[key]):
+            problems.append(f"{key}: must be {' or '.join(t.__name__ for t in SPEC_TYPES[key])}")
+        elif key in LIMITS and not LIMITS[key][0] <= value <= LIMITS[key][1]:
+            problems.append(f"{key}: must be between {LIMITS[key][0]} and {LIMITS[key][1]}")
+    return problems
+
+
 def spec_for(cluster: Cluster) -> ClusterSpec:
     """A cluster's simulation parameters from ``connector_config`` (unknown keys ignored)."""
     config = cluster.connector_config or {}

@@ -7,6 +7,7 @@ from kube.labels import validate_label_key, validate_label_value
 from ..connectors.base import ConnectorError
 from ..models import Cluster, ClusterToken, Node, Pod, Workload
 from ..services import check_connection
+from ..simstore import spec_problems
 
 TAINT_EFFECTS = {"NoSchedule", "PreferNoSchedule", "NoExecute"}
 
@@ -80,6 +81,10 @@ class ClusterRegistrationSerializer(ClusterSerializer):
 
     def validate(self, attrs):
         attrs = super().validate(attrs)
+        if attrs.get("connector") == Cluster.ConnectorKind.SIMULATED:
+            problems = spec_problems(attrs.get("connector_config") or {})
+            if problems:
+                raise serializers.ValidationError({"connector_config": problems})
         kubeconfig = attrs.pop("kubeconfig", "")
         probe = Cluster(**attrs, credentials=kubeconfig)
         try:

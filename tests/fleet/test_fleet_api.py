@@ -125,3 +125,19 @@ def test_cluster_label_validation(fleet, admin_api):
     assert good.status_code == 200 and good.json()["labels"] == {"region": "bj"}
     change = ObjectChange.objects.filter(action="update", object_repr="bj-1").latest("time")
     assert change.before["labels"] == {} and change.after["labels"] == {"region": "bj"} and "credentials" not in change.after
+
+
+@pytest.mark.django_db
+def test_register_a_simulated_cluster_and_refuse_bad_settings(admin_api, django_capture_on_commit_callbacks):
+    bad = admin_api.post("/api/v1/fleet/clusters/", {"name": "sim-1", "connector": "simulated",
+                                                      "connector_config": {"node_count": "many", "seed": True, "colour": "red"}}, format="json")
+    assert bad.status_code == 400
+    problems = " ".join(bad.json()["connector_config"])
+    assert "node_count" in problems and "seed" in problems and "colour" in problems
+    assert admin_api.post("/api/v1/fleet/clusters/", {"name": "Bad_Name", "connector": "simulated"}, format="json").status_code == 400
+    assert not Cluster.objects.exists()
+    with django_capture_on_commit_callbacks():
+        good = admin_api.post("/api/v1/fleet/clusters/", {"name": "sim-1", "connector": "simulated",
+                                                          "connector_config": {"node_count": 40, "seed": 3, "region": "bj"}}, format="json")
+    assert good.status_code == 201, good.content
+    assert Cluster.objects.get(name="sim-1").connector_config["node_count"] == 40
