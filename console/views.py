@@ -12,6 +12,7 @@ from django.views.generic import DetailView, ListView, TemplateView
 from core.filtersets import JobFilterSet, ObjectChangeFilterSet
 from core.models import Job, ObjectChange
 from core.worker_signals import live_workers
+from fleet.queries import fleet_summary
 
 
 class OverviewView(TemplateView):
@@ -23,8 +24,6 @@ class OverviewView(TemplateView):
             workers = live_workers()
         except Exception:  # Redis down: the page still renders and says so
             workers = None
-        from fleet.queries import fleet_summary
-
         context.update(
             fleet=fleet_summary(),
             workers=workers,
