@@ -60,7 +60,7 @@ GLOSSARY = {
     "CPU (requested / allocatable)": "CPU（已申请 / 可分配）", "Memory": "内存", "No clusters registered yet.": "尚未注册任何集群。",
     "Resources": "资源", "Resource": "资源", "Capacity": "容量", "Allocatable": "可分配", "Requested": "已申请", "Taints": "污点",
     "Conditions": "状态条件", "CPU topology": "CPU 拓扑", "Socket": "插槽", "core": "核心",
-    "The node did not publish its CPU topology.": "该节点未发布其 CPU 拓扑。", "Pod": "Pod", "Phase": "阶段", "No pods.": "没有 Pod。",
+    "The node did not publish its CPU topology.": "该节点未发布其 CPU 拓扑。", "Pod": "Pod", "Phase": "阶段", "No pods.": "没有 Pod。", "cores": "核",
 }
 
 ENTRY = re.compile(r'((?:#[^\n]*\n)*)msgid ((?:"[^"\n]*(?:\\.[^"\n]*)*"\n)+)msgstr ((?:"[^"\n]*"\n)+)')

@@ -61,3 +61,18 @@ def test_anonymous_visitor_is_sent_to_login(page, asgi_server):
     page.goto(f"{asgi_server}/audit/")
     assert "/accounts/login/?next=/audit/" in page.url
     assert page.locator("h1").inner_text() == "Log in to Meridian"
+
+
+def test_fleet_page_rerenders_when_the_fleet_changes(page, asgi_server, viewer):
+    from fleet.models import Cluster
+
+    Cluster.objects.create(name="bj-3", connector="simulated", ready=True, node_count=10, ready_node_count=10,
+                           cpu_allocatable_milli=100_000, cpu_requested_milli=25_000)
+    log_in(page, asgi_server, viewer.username)
+    page.goto(f"{asgi_server}/fleet/")
+    page.wait_for_function("document.body.dataset.live === '1'")
+    assert "25.0%" in page.locator('tr[data-cluster="bj-3"]').inner_text()
+    page.wait_for_timeout(300)
+    Cluster.objects.filter(name="bj-3").update(cpu_requested_milli=75_000)
+    publish_from_another_thread("fleet", "fleet.summary", {"clusters": 1})
+    page.locator('tr[data-cluster="bj-3"]', has_text="75.0%").wait_for(timeout=10000)
