@@ -221,10 +221,27 @@ def insert_rows(model, rows: list[dict], now: datetime) -> None:
     sql = f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) VALUES ({placeholders})"
     encoders = [_encoder(f) for f in fields]
     stamped = [dict(row, created=now, updated=now) for row in rows]
+    if connection.vendor == "postgresql":
+        _copy_rows(model, fields, stamped)
+        return
     with connection.cursor() as cursor:
         for start in range(0, len(stamped), BATCH):
             cursor.executemany(sql, [[encode(row.get(f.attname)) for f, encode in zip(fields, encoders)]
                                      for row in stamped[start : start + BATCH]])
+
+
+def _copy_rows(model, fields, rows: list[dict]) -> None:
+    """PostgreSQL's COPY: the fastest way in, several times a multi-row INSERT."""
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    json_columns = {f.attname for f in fields if isinstance(f, JSONField)}
+    with connection.cursor() as cursor:
+        with cursor.cursor.copy(f"COPY {connection.ops.quote_name(model._meta.db_table)} ({columns}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row([
+                    json.dumps(row.get(f.attname), separators=(",", ":")) if f.attname in json_columns and row.get(f.attname) is not None
+                    else row.get(f.attname)
+                    for f in fields
+                ])
 
 
 def _encoder(field):
