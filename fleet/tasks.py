@@ -6,6 +6,7 @@ import logging
 
 from celery import shared_task
 from django.utils import timezone
+from redis.exceptions import LockError
 
 from core import events
 from core.context import acting_as
@@ -15,11 +16,13 @@ from core.sharding import sharded_task
 
 from .connectors.base import ConnectorError
 from .models import Cluster
+from .queries import fleet_summary
 from .services import connector_for
 from .sync import mark_unreachable, sync_cluster
 
 logger = logging.getLogger(__name__)
 LOCK_SECONDS = 300
+BUSY_RETRY_SECONDS = 5
 
 
 def cluster_shard_key(cluster_name: str, **_: object) -> str:
@@ -31,7 +34,9 @@ def sync_cluster_task(cluster_name: str, job_id: int | None = None) -> dict | No
     """Sync one cluster; a second sync of the same cluster while one runs is skipped."""
     lock = get_redis().lock(f"meridian:lock:fleet-sync:{cluster_name}", timeout=LOCK_SECONDS, blocking=False)
     if not lock.acquire():
-        logger.info("sync of %s already running; skipped", cluster_name)
+        if job_id is not None:  # someone asked for this sync: run it after the one in progress
+            sync_cluster_task.apply_async((cluster_name,), {"job_id": job_id}, countdown=BUSY_RETRY_SECONDS)
+        logger.info("sync of %s already running; %s", cluster_name, "requeued" if job_id else "skipped")
         return None
     try:
         cluster = Cluster.objects.filter(name=cluster_name).first()
@@ -47,7 +52,10 @@ def sync_cluster_task(cluster_name: str, job_id: int | None = None) -> dict | No
             except JobCanceled:
                 return None
     finally:
-        lock.release()
+        try:
+            lock.release()
+        except LockError:  # it expired during a very long sync; nothing to release
+            logger.warning("sync lock of %s expired before the sync ended", cluster_name)
 
 
 def _sync(cluster: Cluster) -> dict:
@@ -71,8 +79,6 @@ def resync_fleet() -> int:
 
 
 def publish_fleet_summary() -> None:
-    from .queries import fleet_summary
-
     events.send_now("fleet", "fleet.summary", fleet_summary())
 
 

@@ -123,3 +123,24 @@ def test_a_real_worker_runs_the_sharded_sync_job(cluster):
     assert job.status == Job.Status.SUCCEEDED, job.error
     assert job.result["created"]["nodes"] == Node.objects.filter(cluster=cluster).count() > 0
     assert connector_for(cluster).spec.seed == SPEC.seed
+
+
+@pytest.mark.django_db
+def test_a_requested_sync_waits_for_the_one_in_progress_instead_of_being_lost(cluster):
+    from core.redis import get_redis
+    from core.sharding import shard_queue
+    from fleet.tasks import sync_cluster_task
+
+    queue = shard_queue(f"cluster/{cluster.name}")
+    redis = get_redis()
+    redis.delete(queue)
+    held = redis.lock(f"meridian:lock:fleet-sync:{cluster.name}", timeout=30)
+    assert held.acquire(blocking=False)
+    try:
+        assert sync_cluster_task.run(cluster.name, job_id=12345) is None
+        assert redis.llen(queue) == 1, "requeued on the cluster's shard"
+        assert sync_cluster_task.run(cluster.name) is None
+        assert redis.llen(queue) == 1, "a periodic sync is simply skipped"
+    finally:
+        held.release()
+        redis.delete(queue)
