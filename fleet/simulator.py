@@ -26,10 +26,11 @@ from typing import Any
 
 from kube.hashing import fnv32a
 
+from .inventory import CPU_TOPOLOGY_ANNOTATION, GPU
+
 CHURN_TICKS = 40
 EPOCH = 1_767_225_600  # 2026-01-01T00:00:00Z: creation times are stable across runs
-TOPOLOGY_ANNOTATION = "scheduling.meridian.io/cpu-topology"
-GPU = "nvidia.com/gpu"
+TOPOLOGY_ANNOTATION = CPU_TOPOLOGY_ANNOTATION
 
 
 @dataclass(frozen=True)
