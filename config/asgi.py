@@ -1,4 +1,4 @@
-"""ASGI entry point: Django for HTTP, Channels for the ``/ws/`` websocket."""
+"""ASGI entry point: Django for HTTP (agent polls answered from Redis first), Channels for ``/ws/``."""
 
 import os
 
@@ -11,12 +11,15 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from django.conf import settings  # noqa: E402
+
 from console.routing import websocket_urlpatterns  # noqa: E402
+from nodeconfig.fastpath import AgentPollFastPath  # noqa: E402
 from core.authentication import WebsocketAuthMiddlewareStack  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": AgentPollFastPath(django_asgi_app, settings.REDIS_URL),
         "websocket": AllowedHostsOriginValidator(WebsocketAuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

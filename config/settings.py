@@ -74,6 +74,9 @@ else:
                 "timeout": 20,
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             },
+            # A file, not shared-cache memory: concurrent writers then wait (timeout) as in
+            # production instead of failing at once with "database table is locked".
+            "TEST": {"NAME": str(VAR_DIR / "test-meridian.sqlite3")},
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -277,4 +280,8 @@ CELERY_BEAT_SCHEDULE = {
     "fleet-resync": {"task": "fleet.resync_fleet", "schedule": float(env.int("MERIDIAN_FLEET_SYNC_SECONDS", default=15)),
                      "options": {"expires": 10}},
     "fleet-full-resync": {"task": "fleet.full_resync", "schedule": 300.0},
+    "nodeconfig-rollouts": {"task": "nodeconfig.rollouts", "schedule": 2.0, "options": {"expires": 2}},
+    "nodeconfig-simulated-agents": {"task": "nodeconfig.simulate_agents", "schedule": 3.0, "options": {"expires": 3}},
+    "nodeconfig-expire-targets": {"task": "nodeconfig.expire_targets", "schedule": 30.0},
+    "nodeconfig-full-reconcile": {"task": "nodeconfig.full_reconcile", "schedule": 600.0},
 }

@@ -5,6 +5,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from core import health
+from nodeconfig import agent_views
 
 api_v1 = [
     path("", include("core.api.urls")),
@@ -18,6 +19,8 @@ api_v1 = [
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("api/agent/v1/clusters/<str:cluster>/nodes/<str:node>/config", agent_views.node_config, name="agent-node-config"),
+    path("api/agent/v1/clusters/<str:cluster>/nodes/<str:node>/status", agent_views.node_status, name="agent-node-status"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
     path("admin/", admin.site.urls),

@@ -23,6 +23,7 @@ from kube.quantity import BINARY_SI, DECIMAL_SI, Quantity
 from .connectors.base import Connector, ConnectorError
 from .inventory import USAGE_FIELDS, Snapshot, build_snapshot, parse_time
 from .models import Cluster, Node, Pod, Workload
+from .signals import nodes_changed
 
 logger = logging.getLogger(__name__)
 METRICS_RESOURCE = "metrics.k8s.io/v1beta1/nodes"
@@ -67,7 +68,9 @@ def sync_cluster(cluster: Cluster, connector: Connector, *, now: datetime | None
         return report
     report.errors = snapshot.errors
     with transaction.atomic():
-        _write_nodes(cluster, snapshot, report)
+        changed_nodes = _write_nodes(cluster, snapshot, report)
+        if changed_nodes:
+            transaction.on_commit(lambda: nodes_changed.send(sender=Cluster, cluster=cluster, names=changed_nodes))
         workload_ids = _write_workloads(cluster, snapshot, report)
         _write_pods(cluster, snapshot, workload_ids, report, now)
         was_ready = cluster.ready
@@ -92,7 +95,8 @@ def mark_unreachable(cluster: Cluster, exc: ConnectorError, now: datetime) -> No
         events.publish(f"cluster-{cluster.name}", "cluster.unreachable", {"cluster": cluster.name, "reason": exc.reason, "message": str(exc)})
 
 
-def _write_nodes(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -> None:
+def _write_nodes(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -> list[str]:
+    """Write node rows; returns the names of nodes created or changed (labels among them)."""
     existing = {name: (pk, digest, usage) for pk, name, digest, *usage in Node.objects.filter(cluster=cluster).values_list(
         "pk", "name", "content_hash", *USAGE_FIELDS)}
     create, update, usage_only = [], [], []
@@ -113,6 +117,7 @@ def _write_nodes(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -> No
     gone = [pk for name, (pk, _, _) in existing.items() if name not in snapshot.nodes]
     _delete_in_batches(Node, gone)
     report.created["nodes"], report.updated["nodes"], report.deleted["nodes"] = len(create), len(update), len(gone)
+    return [row["name"] for row in create] + [node.name for node in update]
 
 
 def _write_workloads(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -> dict[tuple[str, str, str], int]:

@@ -17,6 +17,7 @@ from core.context import current_actor
 from core.models import hash_token
 
 from .models import Cluster, ClusterToken
+from .signals import tokens_revoked
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 TOKEN_PREFIX = {"agent": "mag_", "webhook": "mwh_"}
@@ -30,7 +31,10 @@ def issue_token(cluster: Cluster, kind: str, *, name: str = "", rotate: bool = F
     with transaction.atomic():
         revoked = 0
         if rotate:
-            revoked = active_tokens(cluster, kind).update(revoked=timezone.now())
+            older = active_tokens(cluster, kind)
+            digests = list(older.values_list("key_hash", flat=True))
+            revoked = older.update(revoked=timezone.now())
+            transaction.on_commit(lambda: tokens_revoked.send(sender=ClusterToken, key_hashes=digests))
         token = ClusterToken.objects.create(
             cluster=cluster, kind=kind, name=name, key_prefix=raw[:8], key_hash=hash_token(raw), created_by=current_actor().name
         )
@@ -45,6 +49,7 @@ def revoke_token(token: ClusterToken) -> bool:
     with transaction.atomic():
         updated = ClusterToken.objects.filter(pk=token.pk, revoked__isnull=True).update(revoked=timezone.now())
         if updated:
+            transaction.on_commit(lambda: tokens_revoked.send(sender=ClusterToken, key_hashes=[token.key_hash]))
             record_change(token, "update", verb="revoke_token", before={"revoked": None}, after={"revoked": "now"})
     token.refresh_from_db()
     return bool(updated)

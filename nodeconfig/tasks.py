@@ -1,1 +1,150 @@
-"""Node config Celery tasks."""
+"""Node config reconciliation: sharded per config type, plus the beat-driven housekeeping."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from celery import shared_task
+from django.db.models import F, Q
+from django.utils import timezone
+
+from core.context import acting_as
+from core.sharding import sharded_task
+from fleet.models import Cluster, Node
+from fleet.simstore import spec_for
+from fleet.simulator import agent_report
+
+from .agent import record_reports
+from .models import ConfigTarget, ConfigType, NodeConfig
+from .reconcile import reconcile, reconcile_nodes, reconcile_targets
+from .rollout import publish_progress, step_all
+
+logger = logging.getLogger(__name__)
+SIMULATED_REPORTS_PER_RUN = 50_000
+
+
+def type_shard_key(type_id: int, **_: object) -> str:
+    return f"nodeconfig-type/{type_id}"
+
+
+@sharded_task(shard_key=type_shard_key, name="nodeconfig.reconcile_type", ignore_result=True)
+def reconcile_type_task(type_id: int, target_ids: list[int] | None = None) -> dict | None:
+    """Reconcile a type: only what ``target_ids`` can affect, or every node when absent."""
+    config_type = ConfigType.objects.filter(pk=type_id).first()
+    if config_type is None:
+        return None
+    with acting_as("system:nodeconfig-reconciler"):
+        if target_ids:
+            return reconcile_targets(config_type, target_ids).as_dict()
+        report = reconcile(config_type)
+        from .agent import refresh_all_etags
+
+        refresh_all_etags()
+        return report.as_dict()
+
+
+@shared_task(name="nodeconfig.reconcile_nodes", ignore_result=True)
+def reconcile_nodes_task(cluster_name: str, names: list[str]) -> int:
+    """After an inventory sync changed nodes (labels, new nodes): those nodes, every type."""
+    ids = list(Node.objects.filter(cluster__name=cluster_name, name__in=names).values_list("pk", flat=True))
+    with acting_as("system:nodeconfig-reconciler"):
+        reconcile_nodes(ids)
+    return len(ids)
+
+
+@shared_task(name="nodeconfig.full_reconcile", ignore_result=True)
+def full_reconcile() -> None:
+    """Beat, rarely: a full pass catches anything an incremental one missed."""
+    for type_id in ConfigType.objects.values_list("pk", flat=True):
+        reconcile_type_task.delay(type_id)
+
+
+@shared_task(name="nodeconfig.expire_targets", ignore_result=True)
+def expire_targets(now: datetime | None = None) -> int:
+    """Delete node-list targets whose lastDuration has elapsed (upstream's cleanup)."""
+    from .services import delete_target
+
+    now = now or timezone.now()
+    expired = list(ConfigTarget.objects.filter(deleted=False, expires_at__lte=now).select_related("config_type"))
+    with acting_as("system:nodeconfig-expiry"):
+        for target in expired:
+            delete_target(target, reason=f"lastDuration {target.last_duration} elapsed")
+    return len(expired)
+
+
+@shared_task(name="nodeconfig.rollouts", ignore_result=True)
+def rollouts() -> int:
+    """Beat, every few seconds: advance paced rollouts, then publish coalesced progress."""
+    stepped = step_all()
+    publish_progress()
+    return stepped
+
+
+@shared_task(name="nodeconfig.simulate_agents", ignore_result=True)
+def simulate_agents(now: float | None = None) -> int:
+    """The simulated clusters' node agents: report what they applied, through ``record_reports``
+    (the function behind the agent status API), after a per-node delay and with some failures."""
+    now_ts = now if now is not None else timezone.now().timestamp()
+    total = 0
+    for cluster in Cluster.objects.filter(connector=Cluster.ConnectorKind.SIMULATED):
+        spec = spec_for(cluster)
+        pending = (NodeConfig.objects.filter(cluster=cluster).exclude(config_hash="").exclude(applied_hash=F("config_hash"))
+                   .filter(error="", delivered_at__isnull=False)
+                   .values_list("node__name", "config_type__name", "config_hash", "delivered_at")[:SIMULATED_REPORTS_PER_RUN])
+        reports: dict[str, tuple[dict[str, str], dict[str, str]]] = {}
+        for node, kind, digest, delivered in pending:
+            report = agent_report(spec, node, kind, digest, delivered.timestamp(), now_ts)
+            if report is None:
+                continue
+            applied, errors = reports.setdefault(node, ({}, {}))
+            if report.error:
+                errors[kind] = report.error
+            else:
+                applied[kind] = report.applied_hash or ""
+        if reports:
+            with acting_as(f"agent:{cluster.name}"):
+                total += record_reports(cluster, reports)
+    return total
+
+
+
+def cluster_shard_key(cluster_name: str, **_: object) -> str:
+    return f"cluster/{cluster_name}"
+
+
+@sharded_task(shard_key=cluster_shard_key, name="nodeconfig.push_to_cluster", ignore_result=True)
+def push_to_cluster(cluster_name: str, node_names: list[str] | None = None) -> int:
+    """Mirror node configs (CNCs) and live targets into a cluster running Katalyst agents."""
+    from fleet.connectors.base import ConnectorError
+    from fleet.services import connector_for
+
+    from .katalyst import custom_node_config, runs_katalyst, target_object
+    from .services import manifest_of
+
+    cluster = Cluster.objects.filter(name=cluster_name).first()
+    if cluster is None or not runs_katalyst(cluster.api_resources, cluster.connector, cluster.connector_config or {}):
+        return 0
+    rows = NodeConfig.objects.filter(cluster=cluster).exclude(config_hash="").select_related("node", "config_type", "target")
+    nodes = Node.objects.filter(cluster=cluster)
+    if node_names is not None:
+        rows, nodes = rows.filter(node__name__in=node_names), nodes.filter(name__in=node_names)
+    entries: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        entries.setdefault(row.node.name, []).append({
+            "group": row.config_type.group, "version": row.config_type.version, "resource": row.config_type.resource,
+            "target": row.target.name if row.target else "", "hash": row.config_hash})
+    targets = ConfigTarget.objects.filter(deleted=False).filter(Q(cluster=cluster) | Q(cluster__isnull=True)).select_related(
+        "config_type", "cluster", "revision")
+    written = 0
+    try:
+        with connector_for(cluster) as connector:
+            for target in targets:
+                connector.apply(target_object(manifest_of(target)), field_manager="meridian-nodeconfig")
+            for name, labels in nodes.values_list("name", "labels"):
+                connector.apply(custom_node_config(name, labels or {}, entries.get(name, [])), field_manager="meridian-nodeconfig")
+                written += 1
+    except ConnectorError as exc:
+        logger.warning("pushing node configs to %s failed: %s", cluster_name, exc)
+        raise push_to_cluster.retry(exc=exc, countdown=30) from exc
+    return written

@@ -1,0 +1,9 @@
+"""Signals other apps listen to, so the inventory needs to know nothing about them."""
+
+from django.dispatch import Signal
+
+#: Sent after a sync commits, with ``cluster`` and ``names`` of the nodes created or changed.
+nodes_changed = Signal()
+
+#: Sent after commit with ``key_hashes`` of cluster tokens just revoked (caches must drop them).
+tokens_revoked = Signal()

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import django_filters
+from django.db.models import F, Q
+
+from .models import ConfigTarget, NodeConfig
+
+
+class TargetFilterSet(django_filters.FilterSet):
+    type = django_filters.CharFilter(field_name="config_type__name")
+    cluster = django_filters.CharFilter(field_name="cluster__name")
+
+    class Meta:
+        model = ConfigTarget
+        fields = ["type", "cluster", "emergency", "rollout_state", "valid", "deleted"]
+
+
+STATE_Q = {
+    "applied": Q(applied_hash=F("config_hash")) & ~Q(config_hash=""),
+    "failed": ~Q(error="") & ~Q(applied_hash=F("config_hash")),
+    "pending": Q(error="") & ~Q(applied_hash=F("config_hash")) & ~Q(config_hash=""),
+    "held": Q(config_hash=""),
+}
+
+
+class NodeConfigFilterSet(django_filters.FilterSet):
+    cluster = django_filters.CharFilter(field_name="cluster__name")
+    node = django_filters.CharFilter(field_name="node__name")
+    type = django_filters.CharFilter(field_name="config_type__name")
+    target = django_filters.NumberFilter(field_name="target_id")
+    matched_target = django_filters.NumberFilter(field_name="matched_target_id")
+    state = django_filters.ChoiceFilter(choices=[(s, s) for s in STATE_Q], method="filter_state")
+
+    class Meta:
+        model = NodeConfig
+        fields = ["cluster", "node", "type", "target", "matched_target", "state"]
+
+    def filter_state(self, queryset, name, value):
+        return queryset.filter(STATE_Q[value])

@@ -1,0 +1,324 @@
+"""The matching reconciler: decide each node's target per config type and write node configs.
+
+Incremental by construction: a target change reconciles the nodes that had it plus the
+nodes its new spec can reach (found by SQL on the labels index), a node change reconciles
+that node. Only rows whose outcome changed are written; their agents' ETags are refreshed
+after commit so the next poll sees the change.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from core import events
+from core.redis import get_redis
+from fleet.models import Node
+from fleet.selectors import requirement_q
+from kube.labels import SelectorError, parse_selector
+
+from .matching import TargetRef
+from .models import ConfigRevision, ConfigTarget, ConfigType, NodeConfig
+from .planning import ScopedTarget, TargetIndex, node_labels_with_cluster, overlay_hash
+
+logger = logging.getLogger(__name__)
+BATCH = 2000
+LOCK_SECONDS = 300
+ROW_FIELDS = ("matched_target_id", "target_id", "revision_id", "base_revision_id", "config_hash")
+DIRTY_KEY = "meridian:nodeconfig:dirty-targets"
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    id: int
+    revision_id: int | None
+    config_hash: str
+    config: dict[str, Any]
+    emergency: bool
+    paced: bool
+
+
+@dataclass
+class ReconcileReport:
+    config_type: str
+    nodes: int = 0
+    written: int = 0
+    removed: int = 0
+    conflicts: int = 0
+    changed_nodes: list[int] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"config_type": self.config_type, "nodes": self.nodes, "written": self.written, "removed": self.removed,
+                "conflicts": self.conflicts}
+
+
+def _scoped(target: ConfigTarget) -> ScopedTarget:
+    ref = TargetRef(name=target.name, node_label_selector=target.node_label_selector, priority=target.priority,
+                    node_names=tuple(target.node_names), last_duration=target.last_duration or None)
+    return ScopedTarget(id=target.pk, ref=ref, cluster=target.cluster.name if target.cluster else None,
+                        emergency=target.emergency)
+
+
+def _live(config_type: ConfigType, now: datetime) -> tuple[list[ConfigTarget], set[int]]:
+    """Targets that take part in matching, and the invalid ones whose nodes stay as they are."""
+    rows = list(ConfigTarget.objects.filter(config_type=config_type, deleted=False).exclude(expires_at__lte=now)
+                .select_related("cluster").order_by("emergency", "name"))
+    return [t for t in rows if t.valid and t.revision_id], {t.pk for t in rows if not t.valid}
+
+
+@dataclass(frozen=True)
+class RevisionInfo:
+    target_id: int
+    config_hash: str
+    config: dict[str, Any]
+
+
+def desired_entry(match, current: tuple | None, infos: dict[int, TargetInfo], revisions: dict[int, RevisionInfo],
+                  frozen: set[int]) -> tuple | None:
+    """The row a node should have: (matched, target, revision, base revision, hash), or None.
+
+    An emergency override is layered on the node's *regular* entry (what it would run
+    without the override), kept in ``base``, so restoring the override returns each node to
+    exactly where it was, paced rollouts included.
+    """
+    if current is not None and current[1] in frozen:
+        return current
+    regular_now = current
+    gone_or_override = current is not None and (current[1] not in infos or infos[current[1]].emergency)
+    if gone_or_override:
+        base = revisions.get(current[3]) if current[3] is not None else None
+        regular_now = (current[0], base.target_id, current[3], None, base.config_hash) if base else None
+    regular = _regular_entry(match, regular_now, infos)
+    if match.emergency is None:
+        return regular
+    emergency = infos[match.emergency]
+    base_revision = regular[2] if regular is not None else None
+    base = revisions.get(base_revision) if base_revision is not None else None
+    digest = overlay_hash(base.config if base else None, emergency.config)
+    return (match.matched, emergency.id, emergency.revision_id, base_revision, digest)
+
+
+def _regular_entry(match, current: tuple | None, infos: dict[int, TargetInfo]) -> tuple | None:
+    matched = infos.get(match.matched) if match.matched is not None else None
+    if matched is None:
+        return None
+    if not matched.paced or (current is not None and current[2] == matched.revision_id):
+        return (matched.id, matched.id, matched.revision_id, None, matched.config_hash)
+    held_on = infos.get(current[1]) if current is not None and current[1] is not None else None
+    if held_on is not None and not held_on.emergency:
+        return (matched.id, *current[1:])  # a paced rollout has not reached this node yet
+    return (matched.id, None, None, None, "")
+
+
+def reconcile(config_type: ConfigType, *, node_ids: Iterable[int] | None = None, now: datetime | None = None) -> ReconcileReport:
+    """Match ``node_ids`` (all nodes when None) against the type's live targets and write the outcome."""
+    now = now or timezone.now()
+    lock = get_redis().lock(f"meridian:lock:nodeconfig:{config_type.pk}", timeout=LOCK_SECONDS, blocking_timeout=LOCK_SECONDS)
+    with lock:
+        return _reconcile(config_type, None if node_ids is None else list(node_ids), now)
+
+
+def _reconcile(config_type: ConfigType, node_ids: list[int] | None, now: datetime) -> ReconcileReport:
+    report = ReconcileReport(config_type=config_type.name)
+    targets, frozen = _live(config_type, now)
+    infos = {t.pk: TargetInfo(t.pk, t.revision_id, t.config_hash, t.config, t.emergency, _paced(t)) for t in targets}
+    index = TargetIndex([_scoped(t) for t in targets])
+    revisions = _revisions(config_type, targets)
+    upserts, removals = [], []
+    for chunk in _node_chunks(node_ids):
+        nodes = Node.objects.all() if chunk is None else Node.objects.filter(pk__in=chunk)
+        rows = NodeConfig.objects.filter(config_type=config_type)
+        if chunk is not None:
+            rows = rows.filter(node_id__in=chunk)
+        existing = {row[0]: row[1:] for row in rows.values_list("node_id", "pk", *ROW_FIELDS).iterator(chunk_size=BATCH)}
+        for node_id, cluster_id, cluster_name, name, labels in nodes.values_list(
+                "pk", "cluster_id", "cluster__name", "name", "labels").iterator(chunk_size=BATCH):
+            report.nodes += 1
+            match = index.match(cluster_name, name, labels or {})
+            if match.error == "same_priority":
+                report.conflicts += 1
+            row = existing.get(node_id)
+            current = row[1:] if row else None
+            wanted = desired_entry(match, current, infos, revisions, frozen)
+            if wanted == current:
+                continue
+            if wanted is None:
+                removals.append(row[0])
+            else:
+                upserts.append(_row(node_id, cluster_id, config_type.pk, wanted, current, now))
+            report.changed_nodes.append(node_id)
+    with transaction.atomic():
+        _write(upserts, removals)
+        _count_matches(config_type)
+        changed = list(report.changed_nodes)
+        transaction.on_commit(lambda: after_write(changed))
+    report.written, report.removed = len(upserts), len(removals)
+    return report
+
+
+def _revisions(config_type: ConfigType, targets: list[ConfigTarget]) -> dict[int, RevisionInfo]:
+    """Current revisions of live targets, and every revision an override is layered on."""
+    revisions = {t.revision_id: RevisionInfo(t.pk, t.config_hash, t.config) for t in targets}
+    bases = set(NodeConfig.objects.filter(config_type=config_type, base_revision__isnull=False)
+                .values_list("base_revision", flat=True).distinct()) - set(revisions)
+    for pk, target_id, digest, config in ConfigRevision.objects.filter(pk__in=bases).values_list(
+            "pk", "target_id", "config_hash", "config"):
+        revisions[pk] = RevisionInfo(target_id, digest, config)
+    return revisions
+
+
+def _node_chunks(node_ids: list[int] | None) -> Iterable[list[int] | None]:
+    if node_ids is None:
+        yield None
+        return
+    for start in range(0, len(node_ids), 10 * BATCH):
+        yield node_ids[start : start + 10 * BATCH]
+
+
+def _paced(target: ConfigTarget) -> bool:
+    return bool(target.wave_size) and not target.emergency and target.rollout_state != ConfigTarget.RolloutState.COMPLETE
+
+
+def _row(node_id: int, cluster_id: int, type_id: int, wanted: tuple, current: tuple | None, now: datetime) -> NodeConfig:
+    matched, target, revision, base, digest = wanted
+    fresh = current is None or current[4] != digest
+    row = NodeConfig(node_id=node_id, cluster_id=cluster_id, config_type_id=type_id, matched_target_id=matched,
+                     target_id=target, revision_id=revision, base_revision_id=base, config_hash=digest)
+    row.delivered_at = now if fresh and digest else None
+    row._fresh = fresh  # type: ignore[attr-defined]
+    return row
+
+
+def _write(upserts: list[NodeConfig], removals: list[int]) -> None:
+    fresh = [r for r in upserts if r._fresh]  # type: ignore[attr-defined]
+    same = [r for r in upserts if not r._fresh]  # type: ignore[attr-defined]
+    for start in range(0, len(fresh), BATCH):
+        NodeConfig.objects.bulk_create(
+            fresh[start : start + BATCH], update_conflicts=True, unique_fields=["node", "config_type"],
+            update_fields=["matched_target", "target", "revision", "base_revision", "config_hash", "delivered_at", "error"],
+        )
+    for start in range(0, len(same), BATCH):  # only the match moved; delivery and reports stand
+        NodeConfig.objects.bulk_create(
+            same[start : start + BATCH], update_conflicts=True, unique_fields=["node", "config_type"],
+            update_fields=["matched_target", "target", "revision", "base_revision"],
+        )
+    for start in range(0, len(removals), BATCH):
+        NodeConfig.objects.filter(pk__in=removals[start : start + BATCH]).delete()
+
+
+def _count_matches(config_type: ConfigType) -> None:
+    counts = dict(NodeConfig.objects.filter(config_type=config_type, matched_target__isnull=False)
+                  .values_list("matched_target").annotate(n=Count("pk")).values_list("matched_target", "n"))
+    emergency = dict(NodeConfig.objects.filter(config_type=config_type, target__emergency=True)
+                     .values_list("target").annotate(n=Count("pk")).values_list("target", "n"))
+    counts.update(emergency)
+    for target in ConfigTarget.objects.filter(config_type=config_type).only("pk", "matched_node_count", "observed_revision", "revision"):
+        wanted = counts.get(target.pk, 0)
+        observed = target.revision.number if target.revision_id else 0
+        if target.matched_node_count != wanted or target.observed_revision != observed:
+            ConfigTarget.objects.filter(pk=target.pk).update(matched_node_count=wanted, observed_revision=observed)
+
+
+def after_write(node_ids: Sequence[int]) -> None:
+    """After commit: agents' ETags, and the mirror in clusters that run Katalyst's agents."""
+    from .agent import refresh_etags
+
+    if node_ids:
+        refresh_etags(node_ids)
+        queue_pushes(node_ids)
+
+
+def queue_pushes(node_ids: Sequence[int]) -> None:
+    from fleet.models import Cluster
+
+    from .katalyst import runs_katalyst
+    from .tasks import push_to_cluster
+
+    clusters = Cluster.objects.filter(pk__in=Node.objects.filter(pk__in=list(node_ids)[:50_000]).values("cluster_id"))
+    for cluster in clusters.only("name", "connector", "connector_config", "api_resources"):
+        if runs_katalyst(cluster.api_resources, cluster.connector, cluster.connector_config or {}):
+            names = list(Node.objects.filter(cluster=cluster, pk__in=list(node_ids)[:5000]).values_list("name", flat=True))
+            push_to_cluster.delay(cluster.name, names if len(node_ids) <= 5000 else None)
+
+
+def mark_dirty(target_ids: Iterable[int]) -> None:
+    """Targets whose progress changed; the progress publisher coalesces them."""
+    ids = [str(i) for i in target_ids if i]
+    if ids:
+        get_redis().sadd(DIRTY_KEY, *ids)
+
+
+# ---------------------------------------------------------------------------- incremental entry points
+
+def candidate_q(cluster_name: str | None, selector: str, node_names: Sequence[str]) -> Q:
+    """Nodes a target spec can reach: a superset, narrowed by SQL (labels index, names, scope)."""
+    q = Q(cluster__name=cluster_name) if cluster_name else Q()
+    if node_names:
+        return q & Q(name__in=list(node_names))
+    if selector:
+        for requirement in parse_selector(selector).requirements:
+            if requirement.key == "cluster":
+                continue  # the synthetic label is not stored; matching checks it
+            q &= requirement_q(requirement)
+    return q
+
+
+def nodes_for_targets(config_type: ConfigType, target_ids: Sequence[int]) -> set[int]:
+    """Nodes whose outcome these targets may change: those that had them, those they can reach."""
+    ids = set(NodeConfig.objects.filter(config_type=config_type).filter(
+        Q(matched_target_id__in=target_ids) | Q(target_id__in=target_ids)).values_list("node_id", flat=True))
+    for target in ConfigTarget.objects.filter(pk__in=target_ids, deleted=False).select_related("cluster"):
+        try:
+            q = candidate_q(target.cluster.name if target.cluster else None, target.node_label_selector, target.node_names)
+        except SelectorError:
+            continue
+        ids.update(Node.objects.filter(q).values_list("pk", flat=True))
+    return ids
+
+
+def reconcile_targets(config_type: ConfigType, target_ids: Sequence[int]) -> ReconcileReport:
+    """After a target change: reconcile only what it can affect, then start its first wave."""
+    report = reconcile(config_type, node_ids=nodes_for_targets(config_type, target_ids))
+    from .rollout import advance_rollout
+
+    for target in ConfigTarget.objects.filter(pk__in=target_ids, deleted=False):
+        if _paced(target):
+            advance_rollout(target)
+    mark_dirty(target_ids)
+    events.publish("nodeconfig", "nodeconfig.reconciled", report.as_dict() | {"targets": list(target_ids)})
+    return report
+
+
+def reconcile_nodes(node_ids: Sequence[int]) -> list[ReconcileReport]:
+    """After nodes changed (labels, new nodes): every type, those nodes only."""
+    reports = []
+    for config_type in ConfigType.objects.all():
+        report = reconcile(config_type, node_ids=node_ids)
+        reports.append(report)
+        if report.changed_nodes:
+            mark_dirty(NodeConfig.objects.filter(node_id__in=report.changed_nodes, config_type=config_type)
+                       .values_list("target_id", flat=True).distinct())
+    return reports
+
+
+def match_preview(config_type: ConfigType, spec, *, limit: int = 50) -> dict[str, Any]:
+    """Nodes ``spec`` would match on its own now (selector, names and scope), with a sample."""
+    from .planning import _selector
+
+    q = candidate_q(spec.cluster, spec.node_label_selector, spec.node_names)
+    matched, sample = 0, []
+    selector = _selector(spec.node_label_selector) if spec.node_label_selector else None
+    for cluster_name, name, labels in Node.objects.filter(q).order_by("name").values_list("cluster__name", "name", "labels").iterator(chunk_size=BATCH):
+        if selector is not None and not selector.matches(node_labels_with_cluster(labels or {}, cluster_name)):
+            continue
+        matched += 1
+        if len(sample) < limit:
+            sample.append({"cluster": cluster_name, "name": name})
+    return {"matched_count": matched, "nodes": sample}

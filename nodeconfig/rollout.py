@@ -1,0 +1,155 @@
+"""Rollout progress per target revision, paced waves, and automatic pause on failures.
+
+Counts come from one aggregate over the target's node config rows. "Delivered" means the
+node's config now names the revision (upstream's "updated"); "applied" means its agent said
+so. Progress events are coalesced: writers mark targets dirty, one publisher sends a
+summary per dirty target every couple of seconds, however many nodes reported.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count, F, Q
+from django.utils import timezone
+
+from core import events
+from core.audit import record_change
+from core.context import acting_as
+from core.redis import get_redis
+
+from .models import ConfigTarget, NodeConfig
+from .planning import wave_count
+from .reconcile import DIRTY_KEY, after_write, mark_dirty
+
+State = ConfigTarget.RolloutState
+
+
+def progress(target: ConfigTarget) -> dict[str, Any]:
+    """targeted / delivered / applied / failed / pending / held for the target's current revision."""
+    rows = NodeConfig.objects.filter(config_type_id=target.config_type_id)
+    if target.emergency:
+        mine = Q(target=target)
+        current = Q(revision_id=target.revision_id)
+    else:
+        mine = Q(matched_target=target)
+        current = Q(revision_id=target.revision_id) | Q(base_revision_id=target.revision_id)
+    counts = rows.filter(mine).aggregate(
+        targeted=Count("pk"),
+        delivered=Count("pk", filter=current),
+        applied=Count("pk", filter=current & Q(applied_hash=F("config_hash"))),
+        failed=Count("pk", filter=current & ~Q(error="") & ~Q(applied_hash=F("config_hash"))),
+    )
+    counts["pending"] = counts["delivered"] - counts["applied"] - counts["failed"]
+    counts["held"] = counts["targeted"] - counts["delivered"]
+    return counts | {"target": target.name, "target_id": target.pk, "config_type": target.config_type.name,
+                     "revision": target.observed_revision or (target.revision.number if target.revision_id else 0),
+                     "hash": target.config_hash, "rollout_state": target.rollout_state, "paused": target.paused,
+                     "message": target.rollout_message}
+
+
+def failure_ratio_exceeded(counts: dict[str, int], threshold_percent: int) -> bool:
+    reported = counts["delivered"]
+    return reported > 0 and counts["failed"] * 100 > threshold_percent * reported
+
+
+def advance_rollout(target: ConfigTarget, *, now: datetime | None = None, force: bool = False) -> dict[str, Any]:
+    """One step of a paced rollout: complete it, pause it on failures, or release the next wave.
+
+    ``force`` releases the next wave now (the operator's "advance"), ignoring the interval.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        target = ConfigTarget.objects.select_for_update(of=("self",)).select_related("config_type", "revision").get(pk=target.pk)
+        counts = progress(target)
+        if target.deleted or not target.wave_size or target.rollout_state == State.COMPLETE:
+            return counts
+        if counts["targeted"] and counts["held"] == 0:
+            _set_state(target, State.COMPLETE, f"all {counts['targeted']} nodes have revision {target.revision.number}")
+        elif failure_ratio_exceeded(counts, target.failure_threshold_percent) and target.rollout_state != State.FAILED:
+            target.paused = True
+            _set_state(target, State.FAILED, f"{counts['failed']} of {counts['delivered']} nodes failed to apply "
+                                             f"(threshold {target.failure_threshold_percent}%)")
+            record_change(target, "update", verb="auto_pause", after=counts, reason=target.rollout_message)
+        elif target.paused and not force:
+            pass
+        elif force or _wave_due(target, counts, now):
+            released = _release_wave(target, wave_count(target.wave_size, counts["targeted"]), now)
+            target.last_wave_at = now
+            target.save(update_fields=["last_wave_at", "updated"])
+            counts["released_now"] = released
+        mark_dirty([target.pk])
+    return counts
+
+
+def _wave_due(target: ConfigTarget, counts: dict[str, int], now: datetime) -> bool:
+    if target.last_wave_at is None:
+        return True
+    interval_over = now - target.last_wave_at >= timedelta(seconds=target.wave_interval_seconds)
+    return interval_over and counts["pending"] == 0
+
+
+def _set_state(target: ConfigTarget, state: str, message: str) -> None:
+    target.rollout_state, target.rollout_message = state, message[:500]
+    target.save(update_fields=["rollout_state", "rollout_message", "paused", "updated"])
+
+
+def _release_wave(target: ConfigTarget, size: int, now: datetime) -> int:
+    """Give the next ``size`` held nodes, in byte-wise name order, the current revision."""
+    held = (NodeConfig.objects.filter(matched_target=target).exclude(revision_id=target.revision_id)
+            .exclude(target__emergency=True).order_by("node__name", "node_id").values_list("pk", "node_id")[:size])
+    held = list(held)
+    if not held:
+        return 0
+    NodeConfig.objects.filter(pk__in=[pk for pk, _ in held]).update(
+        target=target, revision_id=target.revision_id, base_revision=None, config_hash=target.config_hash,
+        delivered_at=now, error="")
+    node_ids = [node_id for _, node_id in held]
+
+    transaction.on_commit(lambda: after_write(node_ids))
+    return len(held)
+
+
+def resume(target: ConfigTarget, *, reason: str = "") -> ConfigTarget:
+    from .services import set_paused
+
+    target = set_paused(target, False, reason=reason)
+    advance_rollout(target)
+    return target
+
+
+def promote(target: ConfigTarget, *, reason: str = "") -> dict[str, Any]:
+    """Release every held node now (end the pacing)."""
+    with transaction.atomic():
+        locked = ConfigTarget.objects.select_for_update().get(pk=target.pk)
+        released = _release_wave(locked, 10**9, timezone.now())
+        locked.paused = False
+        _set_state(locked, State.COMPLETE, "promoted: all nodes released")
+        record_change(locked, "update", verb="promote", after={"released": released}, reason=reason)
+    mark_dirty([target.pk])
+    return {"released": released}
+
+
+def step_all(now: datetime | None = None) -> int:
+    """Beat: advance every paced rollout that is not complete."""
+    stepped = 0
+    with acting_as("system:nodeconfig-rollout"):
+        for target in ConfigTarget.objects.filter(deleted=False).exclude(wave_size="").exclude(rollout_state=State.COMPLETE):
+            advance_rollout(target, now=now)
+            stepped += 1
+    return stepped
+
+
+def publish_progress(limit: int = 500) -> int:
+    """Send one progress summary per dirty target (coalescing any number of reports)."""
+    redis = get_redis()
+    ids = [int(i) for i in redis.spop(DIRTY_KEY, limit) or []]
+    if not ids:
+        return 0
+    for target in ConfigTarget.objects.filter(pk__in=ids).select_related("config_type", "revision"):
+        summary = progress(target)
+        events.send_now("nodeconfig", "nodeconfig.progress", summary)
+        events.send_now(f"nodeconfig-target-{target.pk}", "nodeconfig.progress", summary)
+    return len(ids)

@@ -1,0 +1,109 @@
+"""The seed examples on a synced demo fleet: matching, simulated agents, Katalyst mirror, a real worker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from celery.contrib.testing.worker import start_worker
+
+from config.celery import app
+from core.sharding import shard_queue
+from fleet.models import Cluster, Node, SimulatedObject
+from fleet.services import connector_for
+from fleet.simstore import config_for
+from fleet.simulator import demo_fleet
+from fleet.sync import sync_cluster
+from nodeconfig.models import ConfigTarget, NodeConfig
+from nodeconfig.rollout import progress
+from nodeconfig.services import import_manifests
+from nodeconfig.tasks import push_to_cluster, simulate_agents
+
+from .conftest import settle
+
+pytestmark = pytest.mark.django_db
+EXAMPLES = (Path(__file__).resolve().parents[2] / "nodeconfig" / "examples" / "seed-targets.yaml").read_text()
+
+
+@pytest.fixture
+def demo(db):
+    clusters = []
+    for spec in demo_fleet(seed=7, clusters=2, nodes=120):
+        cluster = Cluster.objects.create(name=spec.name, connector="simulated", connector_config=config_for(spec))
+        with connector_for(cluster) as connector:
+            sync_cluster(cluster, connector)
+        clusters.append(cluster)
+    return clusters
+
+
+def gray_yaml() -> str:
+    """The grey-release example naming two real demo nodes instead of node1/node2."""
+    first, second = Node.objects.order_by("name").values_list("name", flat=True)[:2]
+    return EXAMPLES.replace("- node1", f"- {first}").replace("- node2", f"- {second}")
+
+
+def test_the_seed_examples_reach_the_right_demo_nodes_and_the_simulated_agents_ack(demo):
+    import_manifests(gray_yaml(), reason="seed examples")
+    for target in ConfigTarget.objects.all():
+        settle(target)
+    hdd = set(Node.objects.filter(labels__diskMode="hdd").values_list("name", flat=True))
+    first, second = Node.objects.order_by("name").values_list("name", flat=True)[:2]
+    got = dict(NodeConfig.objects.values_list("node__name", "target__name"))
+    assert len(got) == Node.objects.count() >= 120
+    assert got[first] == got[second] == "numa-memory-eviction-gray"
+    assert {n for n, t in got.items() if t == "hybrid-for-disk-hdd"} == hdd - {first, second}
+    assert {t for n, t in got.items() if n not in hdd | {first, second}} == {"global"}
+    # agents report after a per-node delay (2–20 s after delivery), 1% with an error
+    from django.utils import timezone
+
+    now = timezone.now().timestamp()
+    assert simulate_agents(now=now) == 0
+    simulate_agents(now=now + 60)
+    for target in ConfigTarget.objects.all():
+        counts = progress(target)
+        assert counts["pending"] == 0 and counts["applied"] + counts["failed"] == counts["targeted"] > 0
+        assert counts["failed"] <= max(1, counts["targeted"] // 10)
+    assert simulate_agents(now=now + 120) == 0  # nothing left to report
+
+
+def test_an_unchanged_node_list_as_written_matches_nothing_but_is_accepted(demo):
+    results = import_manifests(EXAMPLES)
+    assert [created for _, created in results] == [True, True, True]
+    gray = ConfigTarget.objects.get(name="numa-memory-eviction-gray")
+    settle(gray)
+    assert not NodeConfig.objects.filter(target=gray).exists()
+
+
+def test_clusters_running_katalyst_get_cncs_and_target_objects(demo):
+    cluster = demo[0]
+    cluster.connector_config = cluster.connector_config | {"katalyst_agents": True}
+    cluster.save()
+    import_manifests(gray_yaml())
+    for target in ConfigTarget.objects.all():
+        settle(target)
+    written = push_to_cluster(cluster.name)
+    assert written == Node.objects.filter(cluster=cluster).count()
+    node = NodeConfig.objects.filter(cluster=cluster, target__name="hybrid-for-disk-hdd").select_related("node").first()
+    cnc = SimulatedObject.objects.get(cluster=cluster, kind="CustomNodeConfig", name=node.node.name).body
+    assert cnc["status"]["katalystCustomConfigList"] == [{
+        "configType": {"group": "config.katalyst.kubewharf.io", "version": "v1alpha1", "resource": "adminqosconfigurations"},
+        "configNamespace": "default", "configName": "hybrid-for-disk-hdd", "hash": node.config_hash}]
+    hdd = SimulatedObject.objects.get(cluster=cluster, kind="AdminQoSConfiguration", name="hybrid-for-disk-hdd").body
+    assert hdd["spec"]["nodeLabelSelector"] == "diskMode=hdd" and hdd["metadata"]["namespace"] == "default"
+    assert push_to_cluster(demo[1].name) == 0  # not a Katalyst cluster
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_reconciles_after_a_target_change(demo, django_capture_on_commit_callbacks):
+    from nodeconfig.models import ConfigType
+    from nodeconfig.services import TargetSpec, save_target
+    from nodeconfig.tasks import reconcile_type_task
+
+    config_type = ConfigType.objects.get(name="AdminQoSConfiguration")
+    queue = shard_queue(f"nodeconfig-type/{config_type.pk}")
+    with start_worker(app, queues=[queue], perform_ping_check=False, pool="solo", shutdown_timeout=10):
+        target, _ = save_target(config_type, TargetSpec(name="hdd", node_label_selector="diskMode=hdd", config={}))
+        reconcile_type_task.apply_async((config_type.pk,), {"target_ids": [target.pk]}).get(timeout=30)
+    hdd = Node.objects.filter(labels__diskMode="hdd").count()
+    assert NodeConfig.objects.filter(target=target).count() == hdd > 0
+    assert ConfigTarget.objects.get(pk=target.pk).matched_node_count == hdd
