@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import orjson
 from django.db import transaction
 from django.utils import timezone
 
@@ -25,6 +26,7 @@ from .planning import deep_merge, node_etag
 from .reconcile import mark_dirty
 
 ETAG_KEY = "meridian:nodeconfig:etag:{cluster}/{node}"
+BODY_KEY = "meridian:nodeconfig:configs:{etag}"
 TOKEN_KEY = "meridian:nodeconfig:agent-token:{digest}"
 TOKEN_CACHE_SECONDS = 30
 #: ETags also expire, so one changed behind the reconciler's back (a restored database)
@@ -93,28 +95,39 @@ def effective_config(node: Node) -> tuple[dict[str, Any], str]:
             "apiVersion": config_type.api_version, "target": row.target.name if row.target else None,
             "revision": row.revision.number, "hash": row.config_hash, "config": deep_merge(body, row.revision.config),
         }
-    etag = node_etag((name, entry["hash"]) for name, entry in configs.items())
+    defaults = {t.name: t.default_hash for t in _types()}
+    etag = node_etag((name, defaults[name], entry["target"], entry["revision"], entry["hash"]) for name, entry in configs.items())
     return {"cluster": node.cluster.name, "node": node.name, "configs": configs}, etag
 
 
-def remember_etag(cluster: str, node: str, etag: str) -> None:
-    """Set only if absent: a reconciler's newer ETag, written after its commit, always wins."""
-    get_redis().set(etag_key(cluster, node), etag, nx=True, ex=ETAG_SECONDS)
+def remember(cluster: str, node: str, etag: str, configs: Mapping[str, Any]) -> None:
+    """Cache the node's ETag and the configs it names, for the fast path.
+
+    The ETag is set only if absent: a reconciler's newer one, written after its commit,
+    always wins over this request's possibly older read. The configs are keyed by the
+    content-addressed ETag, so caching them can never serve a wrong body.
+    """
+    with get_redis().pipeline(transaction=False) as pipe:
+        pipe.set(etag_key(cluster, node), etag, nx=True, ex=ETAG_SECONDS)
+        pipe.set(BODY_KEY.format(etag=etag), orjson.dumps(configs), ex=ETAG_SECONDS)
+        pipe.execute()
 
 
 def refresh_etags(node_ids: Sequence[int]) -> None:
     """Recompute the ETags of these nodes from their rows (called after the rows commit)."""
-    defaults = {t.pk: (t.name, t.default_hash) for t in _types()}
+    types = {t.pk: (t.name, t.default_hash) for t in _types()}
     redis = get_redis()
     for start in range(0, len(node_ids), 5000):
         chunk = node_ids[start : start + 5000]
-        hashes: dict[int, dict[int, str]] = defaultdict(dict)
-        for node_id, type_id, digest in NodeConfig.objects.filter(node_id__in=chunk).exclude(config_hash="").values_list(
-                "node_id", "config_type_id", "config_hash"):
-            hashes[node_id][type_id] = digest
+        served: dict[int, dict[int, tuple]] = defaultdict(dict)
+        for node_id, type_id, digest, target, revision in NodeConfig.objects.filter(
+                node_id__in=chunk, revision__isnull=False).exclude(config_hash="").values_list(
+                "node_id", "config_type_id", "config_hash", "target__name", "revision__number"):
+            served[node_id][type_id] = (target, revision, digest)
         with redis.pipeline(transaction=False) as pipe:
             for node_id, cluster, name in Node.objects.filter(pk__in=chunk).values_list("pk", "cluster__name", "name"):
-                entries = ((kind, hashes[node_id].get(type_id, default)) for type_id, (kind, default) in defaults.items())
+                entries = ((kind, default, *served[node_id].get(type_id, (None, None, default)))
+                           for type_id, (kind, default) in types.items())
                 pipe.set(etag_key(cluster, name), node_etag(entries), ex=ETAG_SECONDS)
             pipe.execute()
 

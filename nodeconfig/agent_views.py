@@ -18,7 +18,7 @@ from core.context import acting_as
 from core.redis import get_redis
 from fleet.models import Node
 
-from .agent import ReportError, agent_cluster, effective_config, etag_key, parse_report, record_reports, remember_etag, token_key
+from .agent import ReportError, agent_cluster, effective_config, etag_key, parse_report, record_reports, remember, token_key
 
 MAX_REPORT_BYTES = 1_000_000
 
@@ -72,7 +72,7 @@ def node_config(request: HttpRequest, cluster: str, node: str) -> HttpResponse:
     if row is None:
         return _problem(404, "not_found", f"Cluster {cluster} has no node {node}.")
     payload, etag = effective_config(row)
-    remember_etag(cluster, node, etag)
+    remember(cluster, node, etag, payload["configs"])
     if etag in _etags(if_none_match):
         return not_modified(etag)
     response = JsonResponse(payload)

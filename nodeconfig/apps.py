@@ -8,6 +8,8 @@ class NodeconfigConfig(AppConfig):
     verbose_name = "Node config"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_migrate
+
         from core.events import register_topic_kind
         from core.roles import grant_to_operators
         from fleet.signals import nodes_changed, tokens_revoked
@@ -18,6 +20,9 @@ class NodeconfigConfig(AppConfig):
         register_topic_kind("nodeconfig-target", permission="nodeconfig.view_configtarget")
         nodes_changed.connect(_queue_node_reconcile, dispatch_uid="nodeconfig-nodes-changed")
         tokens_revoked.connect(_forget_tokens, dispatch_uid="nodeconfig-tokens-revoked")
+        from .seed_types import ensure_seed_types
+
+        post_migrate.connect(ensure_seed_types, sender=self, dispatch_uid="nodeconfig-seed-types")
 
 
 def _queue_node_reconcile(sender, cluster, names, **_) -> None:

@@ -1,10 +1,13 @@
-"""The agent poll fast path: answer a still-valid ``If-None-Match`` before Django runs.
+"""The agent poll fast path: answer polls from Redis before Django runs.
 
 100k nodes polling every 30 s is ~3,300 requests/s, and nearly all of them ask "has my
 config changed?" when it has not. This ASGI wrapper answers those with one Redis round trip
 (the token's cluster and the node's current ETag, both written by Django code: the token
-cache by ``agent.agent_cluster``, the ETag by the reconciler after commit). Anything it is
-not sure about (no cached token, ETag mismatch, other paths) goes to Django unchanged.
+cache by ``agent.agent_cluster``, the ETag by the reconciler after commit). When the config
+did change, a fleet-wide target makes every node fetch at once; ETags are content-addressed,
+so the configs cached under the new ETag by the first node's full poll serve all the others
+from a second round trip. Anything it is not sure about, and requests sent with
+``Cache-Control: no-cache``, go to Django unchanged.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from .agent import ETAG_KEY, TOKEN_KEY
+import orjson
+
+from .agent import BODY_KEY, ETAG_KEY, TOKEN_KEY
 
 POLL_PATH = re.compile(r"^/api/agent/v1/clusters/(?P<cluster>[^/]+)/nodes/(?P<node>[^/]+)/config$")
 
@@ -52,19 +57,30 @@ class AgentPollFastPath:
                     token = rest.strip().decode("latin-1")
             elif name == b"if-none-match":
                 tags = value
-        if not token or not tags:
+            elif name == b"cache-control" and b"no-cache" in value:
+                return False  # the agent asks for a fresh read: let Django build it
+        if not token:
             return False
         token_key = TOKEN_KEY.format(digest=hashlib.sha256(token.encode()).hexdigest())
         etag_key = ETAG_KEY.format(cluster=match["cluster"], node=match["node"])
+        redis = self._redis()
         try:
-            owner, etag = await self._redis().mget(token_key, etag_key)
+            owner, etag = await redis.mget(token_key, etag_key)
+            if owner is None or etag is None or owner.decode() != match["cluster"]:
+                return False
+            if tags and etag in {t.strip().removeprefix(b"W/") for t in tags.split(b",")}:
+                await send({"type": "http.response.start", "status": 304, "headers": [(b"etag", etag)]})
+                await send({"type": "http.response.body", "body": b""})
+                return True
+            configs = await redis.get(BODY_KEY.format(etag=etag.decode()))
         except (aioredis.RedisError, OSError):
             return False  # Django will answer (and report the outage properly)
-        if owner is None or etag is None or owner.decode() != match["cluster"]:
+        if configs is None:
             return False
-        offered = {t.strip().removeprefix(b"W/") for t in tags.split(b",")}
-        if etag not in offered:
-            return False
-        await send({"type": "http.response.start", "status": 304, "headers": [(b"etag", etag)]})
-        await send({"type": "http.response.body", "body": b""})
+        body = b"".join((b'{"cluster":', orjson.dumps(match["cluster"]), b',"node":', orjson.dumps(match["node"]),
+                         b',"configs":', configs, b"}"))
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), (b"etag", etag),
+            (b"cache-control", b"no-cache")]})
+        await send({"type": "http.response.body", "body": body})
         return True

@@ -179,7 +179,12 @@ def overlay_hash(base_config: Mapping[str, Any] | None, emergency_config: Mappin
     return config_hash(deep_merge(base_config or {}, emergency_config))
 
 
-def node_etag(entries: Iterable[tuple[str, str]]) -> str:
-    """A strong ETag over (config type, hash) pairs: changes when any served config does."""
-    text = ";".join(f"{kind}={digest}" for kind, digest in sorted(entries))
+ServedEntry = tuple[str, str, str | None, int | None, str]
+"""(config type, its default's hash, target, revision, hash) — everything a served body depends on."""
+
+
+def node_etag(entries: Iterable[ServedEntry]) -> str:
+    """A strong ETag over what a node is served. Content-addressed: nodes served the same
+    configs share it, so the rendered configs can be cached once per ETag, not per node."""
+    text = ";".join("|".join(str(part) for part in entry) for entry in sorted(entries, key=lambda e: e[0]))
     return '"' + hashlib.sha256(text.encode()).hexdigest()[:20] + '"'

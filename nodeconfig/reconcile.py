@@ -117,21 +117,26 @@ def _regular_entry(match, current: tuple | None, infos: dict[int, TargetInfo]) -
     return (matched.id, None, None, None, "")
 
 
-def reconcile(config_type: ConfigType, *, node_ids: Iterable[int] | None = None, now: datetime | None = None) -> ReconcileReport:
-    """Match ``node_ids`` (all nodes when None) against the type's live targets and write the outcome."""
+def reconcile(config_type: ConfigType, *, node_ids: Iterable[int] | None = None, now: datetime | None = None,
+              target_ids: Iterable[int] = ()) -> ReconcileReport:
+    """Match ``node_ids`` (all nodes when None) against the type's live targets and write the outcome.
+
+    ``target_ids`` names targets whose status must be refreshed even if no node changed.
+    """
     now = now or timezone.now()
     lock = get_redis().lock(f"meridian:lock:nodeconfig:{config_type.pk}", timeout=LOCK_SECONDS, blocking_timeout=LOCK_SECONDS)
     with lock:
-        return _reconcile(config_type, None if node_ids is None else list(node_ids), now)
+        return _reconcile(config_type, None if node_ids is None else list(node_ids), now, set(target_ids))
 
 
-def _reconcile(config_type: ConfigType, node_ids: list[int] | None, now: datetime) -> ReconcileReport:
+def _reconcile(config_type: ConfigType, node_ids: list[int] | None, now: datetime, extra_targets: set[int]) -> ReconcileReport:
     report = ReconcileReport(config_type=config_type.name)
     targets, frozen = _live(config_type, now)
     infos = {t.pk: TargetInfo(t.pk, t.revision_id, t.config_hash, t.config, t.emergency, _paced(t)) for t in targets}
     index = TargetIndex([_scoped(t) for t in targets])
     revisions = _revisions(config_type, targets)
     upserts, removals = [], []
+    touched: set[int] = set()
     for chunk in _node_chunks(node_ids):
         nodes = Node.objects.all() if chunk is None else Node.objects.filter(pk__in=chunk)
         rows = NodeConfig.objects.filter(config_type=config_type)
@@ -154,9 +159,10 @@ def _reconcile(config_type: ConfigType, node_ids: list[int] | None, now: datetim
             else:
                 upserts.append(_row(node_id, cluster_id, config_type.pk, wanted, current, now))
             report.changed_nodes.append(node_id)
+            touched.update(t for t in (*(current or ())[:2], *(wanted or ())[:2]) if t)
     with transaction.atomic():
         _write(upserts, removals)
-        _count_matches(config_type)
+        _count_matches(config_type, None if node_ids is None else touched | extra_targets)
         changed = list(report.changed_nodes)
         transaction.on_commit(lambda: after_write(changed))
     report.written, report.removed = len(upserts), len(removals)
@@ -213,17 +219,24 @@ def _write(upserts: list[NodeConfig], removals: list[int]) -> None:
         NodeConfig.objects.filter(pk__in=removals[start : start + BATCH]).delete()
 
 
-def _count_matches(config_type: ConfigType) -> None:
-    counts = dict(NodeConfig.objects.filter(config_type=config_type, matched_target__isnull=False)
-                  .values_list("matched_target").annotate(n=Count("pk")).values_list("matched_target", "n"))
-    emergency = dict(NodeConfig.objects.filter(config_type=config_type, target__emergency=True)
-                     .values_list("target").annotate(n=Count("pk")).values_list("target", "n"))
-    counts.update(emergency)
-    for target in ConfigTarget.objects.filter(config_type=config_type).only("pk", "matched_node_count", "observed_revision", "revision"):
-        wanted = counts.get(target.pk, 0)
-        observed = target.revision.number if target.revision_id else 0
-        if target.matched_node_count != wanted or target.observed_revision != observed:
-            ConfigTarget.objects.filter(pk=target.pk).update(matched_node_count=wanted, observed_revision=observed)
+def _count_matches(config_type: ConfigType, target_ids: set[int] | None) -> None:
+    """Refresh matched-node counts: of ``target_ids`` (those a change touched), or of all."""
+    rows = NodeConfig.objects.filter(config_type=config_type)
+    targets = ConfigTarget.objects.filter(config_type=config_type)
+    if target_ids is not None:
+        if not target_ids:
+            return
+        targets = targets.filter(pk__in=target_ids)
+    matched = rows.filter(matched_target__in=targets.values("pk")) if target_ids is not None else rows.filter(matched_target__isnull=False)
+    counts = dict(matched.values_list("matched_target").annotate(n=Count("pk")).values_list("matched_target", "n"))
+    overrides = rows.filter(target__emergency=True)
+    if target_ids is not None:
+        overrides = overrides.filter(target__in=target_ids)
+    counts.update(overrides.values_list("target").annotate(n=Count("pk")).values_list("target", "n"))
+    for pk, count, observed, number in targets.values_list("pk", "matched_node_count", "observed_revision", "revision__number"):
+        wanted = counts.get(pk, 0)
+        if count != wanted or observed != (number or 0):
+            ConfigTarget.objects.filter(pk=pk).update(matched_node_count=wanted, observed_revision=number or 0)
 
 
 def after_write(node_ids: Sequence[int]) -> None:
@@ -285,7 +298,7 @@ def nodes_for_targets(config_type: ConfigType, target_ids: Sequence[int]) -> set
 
 def reconcile_targets(config_type: ConfigType, target_ids: Sequence[int]) -> ReconcileReport:
     """After a target change: reconcile only what it can affect, then start its first wave."""
-    report = reconcile(config_type, node_ids=nodes_for_targets(config_type, target_ids))
+    report = reconcile(config_type, node_ids=nodes_for_targets(config_type, target_ids), target_ids=target_ids)
     from .rollout import advance_rollout
 
     for target in ConfigTarget.objects.filter(pk__in=target_ids, deleted=False):

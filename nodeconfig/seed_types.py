@@ -88,3 +88,16 @@ SEED_TYPES: list[dict[str, Any]] = [
         "default_config": {"authConfig": {"accessControlType": "Insecure"}},
     },
 ]
+
+
+def ensure_seed_types(sender: Any = None, **kwargs: Any) -> None:
+    """post_migrate (also after a test flush): register the seed types if missing; never
+    overwrite a type an admin has changed."""
+    from .hashing import config_hash
+    from .models import ConfigType
+
+    if kwargs.get("using", "default") != "default":
+        return
+    for values in SEED_TYPES:
+        ConfigType.objects.get_or_create(name=values["name"],
+                                         defaults=dict(values, default_hash=config_hash(values["default_config"])))

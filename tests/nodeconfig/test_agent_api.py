@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -151,7 +153,13 @@ def test_the_asgi_fast_path_answers_304_and_defers_everything_else(agent, agent_
     auth = (b"authorization", f"Bearer {token}".encode())
     sent = asyncio.run(call(url("bj-1", "bj-1-n000"), [auth, (b"if-none-match", etag.encode())]))
     assert sent[0]["status"] == 304 and dict(sent[0]["headers"])[b"etag"] == etag.encode()
-    assert asyncio.run(call(url("bj-1", "bj-1-n000"), [auth, (b"if-none-match", b'"old"')])) == []
+    # a changed config is served from the configs cached under the (content-addressed) ETag
+    full = asyncio.run(call(url("bj-1", "bj-1-n000"), [auth, (b"if-none-match", b'"old"')]))
+    assert full[0]["status"] == 200 and json.loads(full[1]["body"]) == agent("get", url("bj-1", "bj-1-n000")).json()
     assert asyncio.run(call(url("sh-1", "sh-1-n000"), [auth, (b"if-none-match", etag.encode())])) == []
     assert asyncio.run(call(url("bj-1", "bj-1-n000"), [(b"if-none-match", etag.encode())])) == []
-    assert len(forwarded) == 3
+    no_cache = (b"cache-control", b"no-cache")
+    assert asyncio.run(call(url("bj-1", "bj-1-n000"), [auth, (b"if-none-match", etag.encode()), no_cache])) == []
+    get_redis().delete(f"meridian:nodeconfig:configs:{etag}")
+    assert asyncio.run(call(url("bj-1", "bj-1-n000"), [auth, (b"if-none-match", b'"old"')])) == []
+    assert len(forwarded) == 4
