@@ -13,6 +13,7 @@ from core.filtersets import JobFilterSet, ObjectChangeFilterSet
 from core.models import Job, ObjectChange
 from core.worker_signals import live_workers
 from fleet.queries import fleet_summary
+from nodeconfig.views import emergency_panel_context
 
 
 class OverviewView(TemplateView):
@@ -33,6 +34,7 @@ class OverviewView(TemplateView):
             recent_changes=ObjectChange.objects.select_related("object_type")[:10],
             topics=["system", "fleet"],
         )
+        context.update(emergency_panel_context(self.request))
         return context
 
 

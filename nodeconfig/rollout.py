@@ -9,10 +9,11 @@ summary per dirty target every couple of seconds, however many nodes reported.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, F, Q
+from django.db.models import Count, F, Q, QuerySet
 from django.utils import timezone
 
 from core import events
@@ -29,22 +30,44 @@ State = ConfigTarget.RolloutState
 
 def progress(target: ConfigTarget) -> dict[str, Any]:
     """targeted / delivered / applied / failed / pending / held for the target's current revision."""
-    rows = NodeConfig.objects.filter(config_type_id=target.config_type_id)
-    if target.emergency:
-        mine = Q(target=target)
-        current = Q(revision_id=target.revision_id)
-    else:
-        mine = Q(matched_target=target)
-        current = Q(revision_id=target.revision_id) | Q(base_revision_id=target.revision_id)
-    counts = rows.filter(mine).aggregate(
-        targeted=Count("pk"),
-        delivered=Count("pk", filter=current),
-        applied=Count("pk", filter=current & Q(applied_hash=F("config_hash"))),
-        failed=Count("pk", filter=current & ~Q(error="") & ~Q(applied_hash=F("config_hash"))),
+    return progress_many([target])[target.pk]
+
+
+def progress_many(targets: Iterable[ConfigTarget]) -> dict[int, dict[str, Any]]:
+    """``progress`` for many targets in at most two grouped queries, not one per target.
+
+    A regular target counts the rows matched to it, current when the row (or the base under
+    an emergency override) has its revision; an emergency target counts the rows it overrides.
+    """
+    targets = list(targets)
+    regular = [t.pk for t in targets if not t.emergency]
+    emergency = [t.pk for t in targets if t.emergency]
+    counts: dict[int, dict[str, int]] = {}
+    if regular:
+        revision = F("matched_target__revision_id")
+        counts |= _grouped(NodeConfig.objects.filter(matched_target_id__in=regular), "matched_target_id",
+                           Q(revision_id=revision) | Q(base_revision_id=revision))
+    if emergency:
+        counts |= _grouped(NodeConfig.objects.filter(target_id__in=emergency), "target_id",
+                           Q(revision_id=F("target__revision_id")))
+    return {t.pk: _summary(t, counts.get(t.pk, {})) for t in targets}
+
+
+def _grouped(rows: QuerySet[NodeConfig], key: str, current: Q) -> dict[int, dict[str, int]]:
+    applied = Q(applied_hash=F("config_hash"))
+    grouped = rows.order_by().values(key).annotate(
+        targeted=Count("pk"), delivered=Count("pk", filter=current), applied=Count("pk", filter=current & applied),
+        failed=Count("pk", filter=current & ~Q(error="") & ~applied),
     )
-    counts["pending"] = counts["delivered"] - counts["applied"] - counts["failed"]
-    counts["held"] = counts["targeted"] - counts["delivered"]
-    return counts | {"target": target.name, "target_id": target.pk, "config_type": target.config_type.name,
+    return {row.pop(key): row for row in grouped}
+
+
+def _summary(target: ConfigTarget, counts: dict[str, int]) -> dict[str, Any]:
+    """The ``nodeconfig.progress`` event payload for ``target`` from its raw counts."""
+    result = {name: counts.get(name, 0) for name in ("targeted", "delivered", "applied", "failed")}
+    result["pending"] = result["delivered"] - result["applied"] - result["failed"]
+    result["held"] = result["targeted"] - result["delivered"]
+    return result | {"target": target.name, "target_id": target.pk, "config_type": target.config_type.name,
                      "revision": target.observed_revision or (target.revision.number if target.revision_id else 0),
                      "hash": target.config_hash, "rollout_state": target.rollout_state, "paused": target.paused,
                      "message": target.rollout_message}
@@ -148,8 +171,8 @@ def publish_progress(limit: int = 500) -> int:
     ids = [int(i) for i in redis.spop(DIRTY_KEY, limit) or []]
     if not ids:
         return 0
-    for target in ConfigTarget.objects.filter(pk__in=ids).select_related("config_type", "revision"):
-        summary = progress(target)
+    targets = ConfigTarget.objects.filter(pk__in=ids).select_related("config_type", "revision")
+    for target_id, summary in progress_many(targets).items():
         events.send_now("nodeconfig", "nodeconfig.progress", summary)
-        events.send_now(f"nodeconfig-target-{target.pk}", "nodeconfig.progress", summary)
+        events.send_now(f"nodeconfig-target-{target_id}", "nodeconfig.progress", summary)
     return len(ids)

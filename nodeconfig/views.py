@@ -1,7 +1,486 @@
-"""Node config pages."""
+"""Node config pages: targets with live rollout progress, one target's history and nodes,
+create/edit with preview, YAML import, config types, one node's effective config, and the
+emergency downgrade.
 
-from django.views.generic import TemplateView
+Every write calls ``services`` / ``rollout`` inside the view, so the UI validates, versions
+and audits exactly like the API, and a refusal comes back as a form error, never a 500.
+Reads are for anyone holding the view permissions (every role); each write also needs
+its own model or action permission.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.mixins import PermissionRequiredMixin
+from django.db.models import Count, Q, QuerySet
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.views.generic import DetailView, FormView, TemplateView
+
+from fleet.models import Cluster, Node
+
+from . import manifests, rollout, services
+from .agent import effective_config
+from .filtersets import STATE_Q
+from .forms import (
+    DiffForm,
+    EmergencyForm,
+    ImportForm,
+    NodeFilterForm,
+    ReasonForm,
+    RollbackForm,
+    RolloutForm,
+    TargetForm,
+    add_refusal,
+)
+from .models import ConfigTarget, ConfigType, NodeConfig
+from .services import TargetRefused
+from .validation import warnings_for
+
+VIEW = "nodeconfig.view_configtarget"
+ADD = "nodeconfig.add_configtarget"
+CHANGE = "nodeconfig.change_configtarget"
+DELETE = "nodeconfig.delete_configtarget"
+MANAGE_ROLLOUT = "nodeconfig.manage_rollout"
+EMERGENCY = "nodeconfig.emergency_downgrade"
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+NODE_PAGE = 100
+SEGMENTS = ("applied", "failed", "pending", "held")
 
 
-class IndexView(TemplateView):
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def target_url(target: ConfigTarget) -> str:
+    return reverse("nodeconfig:target-detail", args=[target.pk])
+
+
+def targets_with_relations() -> QuerySet[ConfigTarget]:
+    return ConfigTarget.objects.select_related("config_type", "cluster", "revision")
+
+
+# ---------------------------------------------------------------------------- progress
+
+def with_bar(progress: dict[str, Any]) -> dict[str, Any]:
+    """Add segment widths (percent of targeted, as unlocalized strings for inline styles)."""
+    total = progress["targeted"]
+    progress["pct"] = {s: f"{(100 * progress[s] / total) if total else 0:.2f}" for s in SEGMENTS}
+    return progress
+
+
+def live_context() -> dict[str, Any]:
+    """What nodeconfig.js needs to relabel state badges in the user's language."""
+    return {"state_labels": dict(ConfigTarget.RolloutState.choices)}
+
+
+def emergency_panel_context(request) -> dict[str, Any]:
+    """The overview's emergency panel: active downgrades with live progress, and the form."""
+    if not request.user.has_perm(VIEW):
+        return {}
+    active = list(targets_with_relations().filter(emergency=True, deleted=False))
+    progress = rollout.progress_many(active)
+    for target in active:
+        target.progress = with_bar(progress[target.pk])
+        target.scope = services.scope_text(target)
+    return {"emergency_targets": active, "emergency_form": EmergencyForm(), **live_context()}
+
+
+class ReadWritePermissionMixin(PermissionRequiredMixin):
+    """Reading needs ``permission_required``; a POST also needs ``write_permissions``."""
+
+    permission_required = VIEW
+    write_permissions: tuple[str, ...] = ()
+
+    def get_permission_required(self) -> tuple[str, ...]:
+        read = tuple(super().get_permission_required())
+        return read if self.request.method in SAFE_METHODS else read + self.write_permissions
+
+
+# ---------------------------------------------------------------------------- lists
+
+class IndexView(PermissionRequiredMixin, TemplateView):
+    """Live targets grouped by config type, each with its rollout progress bar."""
+
+    permission_required = VIEW
     template_name = "nodeconfig/index.html"
+
+    def get_context_data(self, **kwargs):
+        targets = list(targets_with_relations().filter(deleted=False))
+        progress = rollout.progress_many(targets)
+        now = timezone.now()
+        by_type: dict[int, list[ConfigTarget]] = {}
+        for target in targets:
+            target.progress = with_bar(progress[target.pk])
+            target.expired = target.expires_at is not None and target.expires_at <= now
+            by_type.setdefault(target.config_type_id, []).append(target)
+        groups = [{"type": t, "targets": by_type.get(t.pk, [])} for t in ConfigType.objects.all()]
+        return super().get_context_data(**kwargs) | live_context() | {
+            "groups": groups,
+            "emergencies": [t for t in targets if t.emergency],
+            "topics": ["nodeconfig"],
+        }
+
+
+class ConfigTypeListView(PermissionRequiredMixin, TemplateView):
+    """Registered config types: GVR, allowed selector keys per priority (with advice), default body."""
+
+    permission_required = "nodeconfig.view_configtype"
+    template_name = "nodeconfig/type_list.html"
+
+    def get_context_data(self, **kwargs):
+        live = Q(targets__deleted=False)
+        types = list(ConfigType.objects.annotate(
+            target_count=Count("targets", filter=live),
+            emergency_count=Count("targets", filter=live & Q(targets__emergency=True)),
+        ))
+        for config_type in types:
+            raw = {int(e.get("priority", 0)): list(e.get("keyList") or []) for e in config_type.allowed_keys or []}
+            config_type.priorities = sorted(config_type.allowed_keys_by_priority().items())
+            config_type.warnings = warnings_for(raw)
+            config_type.default_json = pretty(config_type.default_config or {})
+        return super().get_context_data(**kwargs) | {"types": types}
+
+
+# ---------------------------------------------------------------------------- one target
+
+def current_q(target: ConfigTarget) -> Q:
+    """Rows that run the target's current revision (directly, or under an emergency override)."""
+    if target.emergency:
+        return Q(revision_id=target.revision_id)
+    return Q(revision_id=target.revision_id) | Q(base_revision_id=target.revision_id)
+
+
+def node_state_q(target: ConfigTarget, state: str) -> Q:
+    """STATE_Q relative to this target: a node still on an older revision is held back."""
+    if state == "held":
+        return STATE_Q["held"] | ~current_q(target)
+    return STATE_Q[state] & current_q(target)
+
+
+class TargetDetailView(PermissionRequiredMixin, DetailView):
+    """Spec, status, live progress, history with diff, the write forms, and the node table."""
+
+    permission_required = VIEW
+    template_name = "nodeconfig/target_detail.html"
+    context_object_name = "target"
+    queryset = targets_with_relations()
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        target = self.object
+        revisions = list(target.revisions.all())
+        context.update(
+            live_context(),
+            progress=with_bar(rollout.progress(target)),
+            revisions=revisions,
+            config_json=pretty(target.config),
+            scope=services.scope_text(target),
+            expired=target.expires_at is not None and target.expires_at <= timezone.now(),
+            manifest_url=reverse("nodeconfig-api:configtarget-manifest", args=[target.pk]),
+            topics=[f"nodeconfig-target-{target.pk}"],
+            **self.diff_context(revisions),
+            **self.node_context(target),
+        )
+        for key, form in self.write_forms(target, revisions).items():
+            context.setdefault(key, form)  # an action view passes its bound form instead
+        return context
+
+    def write_forms(self, target: ConfigTarget, revisions) -> dict[str, Any]:
+        """Only the forms this user may submit for this target."""
+        user, forms = self.request.user, {}
+        live = not target.deleted
+        if user.has_perm(CHANGE) and revisions:
+            forms["rollback_form"] = RollbackForm(prefix="rollback", revisions=revisions)
+        if user.has_perm(DELETE) and live and not target.emergency:
+            forms["delete_form"] = ReasonForm(prefix="delete")
+        if user.has_perm(MANAGE_ROLLOUT) and live and target.wave_size and not target.emergency:
+            forms["rollout_form"] = RolloutForm(prefix="rollout")
+        if user.has_perm(EMERGENCY) and live and target.emergency:
+            forms["restore_form"] = ReasonForm(prefix="restore")
+        return forms
+
+    def diff_context(self, revisions) -> dict[str, Any]:
+        if not {"a", "b"} & set(self.request.GET):
+            return {"diff_form": DiffForm(revisions=revisions), "diff": None}
+        form = DiffForm(self.request.GET, revisions=revisions)
+        if not form.is_valid():
+            return {"diff_form": form, "diff": None}
+        by_number = {r.number: r for r in revisions}
+        a, b = by_number[form.cleaned_data["a"]], by_number[form.cleaned_data["b"]]
+        changes = [c | {"old_text": _show(c["old"]), "new_text": _show(c["new"])} for c in services.diff_revisions(a, b)]
+        return {"diff_form": form, "diff": {"a": a, "b": b, "changes": changes}}
+
+    def node_context(self, target: ConfigTarget) -> dict[str, Any]:
+        """One keyset page (by node name, then id) of this target's node config rows."""
+        form = NodeFilterForm(self.request.GET)
+        rows = (NodeConfig.objects.filter(Q(matched_target=target) | Q(target=target))
+                .select_related("node", "cluster", "revision", "target").order_by("node__name", "node_id"))
+        if form.is_valid():
+            if form.cleaned_data["state"]:
+                rows = rows.filter(node_state_q(target, form.cleaned_data["state"]))
+            if form.cleaned_data["cluster"]:
+                rows = rows.filter(cluster__name=form.cleaned_data["cluster"])
+        after, after_id = self.request.GET.get("after", ""), self.request.GET.get("after_id", "")
+        if after and after_id.isdigit():
+            rows = rows.filter(Q(node__name__gt=after) | Q(node__name=after, node_id__gt=int(after_id)))
+        page = list(rows[: NODE_PAGE + 1])
+        for row in page[:NODE_PAGE]:
+            on_current = row.revision_id == target.revision_id or (
+                not target.emergency and row.base_revision_id == target.revision_id)
+            row.display_state = row.state if on_current and row.state != "none" else "held"
+        last = page[NODE_PAGE - 1] if len(page) > NODE_PAGE else None
+        query = self.request.GET.copy()
+        for key in ("after", "after_id"):
+            query.pop(key, None)
+        if last is not None:
+            query["after"], query["after_id"] = last.node.name, str(last.node_id)
+        return {
+            "node_filter": form, "node_rows": page[:NODE_PAGE], "paged": bool(after),
+            "next_query": query.urlencode() if last is not None else None,
+            "clusters": Cluster.objects.order_by("name").values_list("name", flat=True),
+        }
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "—"
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+class TargetActionView(TargetDetailView):
+    """A POST-only write on one target. On a refusal the detail page comes back with the bound
+    form showing why, so nothing is lost and nothing is a 500."""
+
+    http_method_names = ["post"]
+    write_permission = ""
+    form_key = ""
+    prefix = ""
+    form_class: type = ReasonForm
+
+    def get_permission_required(self) -> tuple[str, ...]:
+        return (VIEW, self.write_permission)
+
+    def make_form(self):
+        return self.form_class(self.request.POST, prefix=self.prefix)
+
+    def post(self, request, *args, **kwargs):
+        self.object = self.get_object()
+        form = self.make_form()
+        if form.is_valid():
+            try:
+                self.perform(self.object, form)
+                return redirect(self.success_url(self.object))
+            except TargetRefused as exc:
+                add_refusal(form, exc)
+        return self.render_to_response(self.get_context_data(**{self.form_key: form}))
+
+    def perform(self, target: ConfigTarget, form) -> None:
+        raise NotImplementedError
+
+    def success_url(self, target: ConfigTarget) -> str:
+        return target_url(target)
+
+
+class TargetRollbackView(TargetActionView):
+    write_permission, form_key, prefix, form_class = CHANGE, "rollback_form", "rollback", RollbackForm
+
+    def make_form(self):
+        return RollbackForm(self.request.POST, prefix=self.prefix, revisions=list(self.object.revisions.all()))
+
+    def perform(self, target, form):
+        revision = services.rollback_target(target, form.cleaned_data["revision"], reason=form.cleaned_data["reason"])
+        messages.success(self.request, _("Rolled back to revision %(old)s as new revision %(new)s.")
+                         % {"old": form.cleaned_data["revision"], "new": revision.number})
+
+
+class TargetDeleteView(TargetActionView):
+    write_permission, form_key, prefix = DELETE, "delete_form", "delete"
+
+    def perform(self, target, form):
+        if target.emergency:
+            raise TargetRefused("emergency", _("An emergency downgrade is ended with Restore, not deleted."))
+        services.delete_target(target, reason=form.cleaned_data["reason"])
+        messages.success(self.request, _("Deleted %(target)s; its nodes fall back to their next target.") % {"target": target})
+
+    def success_url(self, target):
+        return reverse("nodeconfig:index")
+
+
+class TargetRolloutView(TargetActionView):
+    """Pause / resume / advance / promote a paced rollout."""
+
+    write_permission, form_key, prefix, form_class = MANAGE_ROLLOUT, "rollout_form", "rollout", RolloutForm
+
+    def perform(self, target, form):
+        if target.deleted:
+            raise TargetRefused("deleted", _("This target is deleted; roll it back to revive it first."))
+        action, reason = form.cleaned_data["action"], form.cleaned_data["reason"]
+        if action == "pause":
+            services.set_paused(target, True, reason=reason)
+            messages.success(self.request, _("Rollout paused."))
+        elif action == "resume":
+            rollout.resume(target, reason=reason)
+            messages.success(self.request, _("Rollout resumed."))
+        elif action == "advance":
+            released = rollout.advance_rollout(target, force=True).get("released_now", 0)
+            messages.success(self.request, _("Released %(count)s more nodes.") % {"count": released})
+        else:
+            released = rollout.promote(target, reason=reason)["released"]
+            messages.success(self.request, _("Promoted: released the %(count)s remaining nodes.") % {"count": released})
+
+
+class EmergencyRestoreView(TargetActionView):
+    """End an emergency downgrade: nodes return to exactly what they ran before it."""
+
+    write_permission, form_key, prefix = EMERGENCY, "restore_form", "restore"
+
+    def get_object(self, queryset=None):
+        return get_object_or_404(targets_with_relations(), pk=self.kwargs["pk"], emergency=True)
+
+    def perform(self, target, form):
+        if target.deleted:
+            messages.info(self.request, _("This downgrade was already restored."))
+            return
+        services.restore_downgrade(target, reason=form.cleaned_data["reason"])
+        messages.success(self.request, _("Emergency downgrade restored: reclaim follows the regular targets again."))
+
+
+# ---------------------------------------------------------------------------- create / edit / import
+
+class TargetCreateView(PermissionRequiredMixin, FormView):
+    """Create a target; "Preview" shows matches and conflicts without saving anything."""
+
+    permission_required = (VIEW, ADD)
+    template_name = "nodeconfig/target_form.html"
+    form_class = TargetForm
+    target: ConfigTarget | None = None
+
+    def get_initial(self):
+        return {"type": self.request.GET.get("type")} if self.request.GET.get("type") else {}
+
+    def get_form_kwargs(self):
+        return super().get_form_kwargs() | {"target": self.target}
+
+    def get_context_data(self, **kwargs):
+        return super().get_context_data(**kwargs) | {"target": self.target}
+
+    def form_valid(self, form):
+        config_type = self.target.config_type if self.target else form.cleaned_data["type"]
+        spec = form.spec()
+        if "preview" in self.request.POST:
+            return self.render_to_response(self.get_context_data(form=form, preview=services.preview(config_type, spec)))
+        before = self.target.revision_id if self.target else None
+        try:
+            target, created = services.save_target(config_type, spec, reason=form.cleaned_data["reason"],
+                                                   expect_new=self.target is None,
+                                                   emergency=bool(self.target and self.target.emergency))
+        except TargetRefused as exc:
+            add_refusal(form, exc)
+            return self.form_invalid(form)
+        if created:
+            messages.success(self.request, _("Created %(target)s.") % {"target": target})
+        elif target.revision_id == before:
+            messages.info(self.request, _("Nothing changed; no new revision."))
+        else:
+            messages.success(self.request, _("Saved revision %(number)s.") % {"number": target.revision.number})
+        return redirect(target_url(target))
+
+
+class TargetEditView(TargetCreateView):
+    permission_required = (VIEW, CHANGE)
+
+    @cached_property
+    def target(self) -> ConfigTarget:
+        return get_object_or_404(targets_with_relations(), pk=self.kwargs["pk"])
+
+    def get(self, request, *args, **kwargs):
+        return self.refuse_deleted() or super().get(request, *args, **kwargs)
+
+    def post(self, request, *args, **kwargs):
+        return self.refuse_deleted() or super().post(request, *args, **kwargs)
+
+    def refuse_deleted(self):
+        """A deleted target comes back through a rollback (which keeps its history), not an edit."""
+        if not self.target.deleted:
+            return None
+        messages.error(self.request, _("This target is deleted; roll back to a revision to revive it."))
+        return redirect(target_url(self.target))
+
+
+class ImportView(PermissionRequiredMixin, FormView):
+    """Create or update targets from upstream YAML; one bad object refuses the whole import."""
+
+    permission_required = (VIEW, ADD, CHANGE)
+    template_name = "nodeconfig/import.html"
+    form_class = ImportForm
+
+    def form_valid(self, form):
+        try:
+            results = services.import_manifests(form.cleaned_data["yaml"], reason=form.cleaned_data["reason"])
+        except manifests.ManifestError as exc:
+            form.add_error("yaml", str(exc))
+            return self.form_invalid(form)
+        except TargetRefused as exc:
+            add_refusal(form, exc)
+            return self.form_invalid(form)
+        created = sum(1 for _, was_created in results if was_created)
+        messages.success(self.request, _("Imported %(total)s targets: %(created)s created, %(updated)s updated or unchanged.")
+                         % {"total": len(results), "created": created, "updated": len(results) - created})
+        return redirect("nodeconfig:index")
+
+
+# ---------------------------------------------------------------------------- emergency downgrade
+
+class EmergencyView(ReadWritePermissionMixin, FormView):
+    """Active downgrades (anyone may look) and the downgrade form (POST needs the permission).
+
+    The overview page posts here too, so a refused downgrade is explained on this page.
+    """
+
+    write_permissions = (EMERGENCY,)
+    template_name = "nodeconfig/emergency.html"
+    form_class = EmergencyForm
+
+    def get_context_data(self, **kwargs):
+        context = emergency_panel_context(self.request) | super().get_context_data(**kwargs)
+        context.update(emergency_form=context["form"], topics=["nodeconfig"])
+        return context
+
+    def form_valid(self, form):
+        try:
+            target, created = services.emergency_downgrade(**form.scope_args(), reason=form.cleaned_data["reason"])
+        except TargetRefused as exc:
+            add_refusal(form, exc)
+            return self.form_invalid(form)
+        if created:
+            messages.warning(self.request, _("Emergency downgrade active for %(scope)s: reclaim is off.")
+                             % {"scope": services.scope_text(target)})
+        else:
+            messages.info(self.request, _("This downgrade was already active; nothing new was created."))
+        return redirect(target_url(target))
+
+
+# ---------------------------------------------------------------------------- one node
+
+class NodeConfigView(PermissionRequiredMixin, TemplateView):
+    """What one node runs per config type (as its agent receives it) and what the agent reported."""
+
+    permission_required = "nodeconfig.view_nodeconfig"
+    template_name = "nodeconfig/node_config.html"
+
+    def get_context_data(self, **kwargs):
+        node = get_object_or_404(Node.objects.select_related("cluster"), cluster__name=self.kwargs["cluster"],
+                                 name=self.kwargs["node"])
+        payload, etag = effective_config(node)
+        rows = {row.config_type.name: row for row in NodeConfig.objects.filter(node=node).select_related(
+            "config_type", "matched_target", "target", "revision")}
+        entries = [entry | {"type": name, "config_json": pretty(entry["config"]), "row": rows.get(name)}
+                   for name, entry in payload["configs"].items()]
+        return super().get_context_data(**kwargs) | {"node": node, "entries": entries, "etag": etag}

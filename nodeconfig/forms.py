@@ -1,0 +1,266 @@
+"""Forms of the node config pages.
+
+Forms only parse what a person typed; every rule about targets (names, selectors, conflicts,
+schemas) lives in ``services`` so the UI and the API refuse exactly the same things. A
+refusal from the services is put back on the form with ``add_refusal``, on the field it is
+about when there is one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import yaml
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from fleet.models import Cluster
+
+from .models import ConfigRevision, ConfigTarget, ConfigType
+from .services import TargetRefused, TargetSpec
+
+CONFIRM_WORD = "DOWNGRADE"
+
+#: Validation reason codes that are about one form field (the services name no field for them).
+REFUSAL_FIELDS = {
+    "node_names_without_last_duration": "last_duration",
+    "selector_with_last_duration": "last_duration",
+    "global_with_last_duration": "last_duration",
+    "selector_parse_failed": "node_label_selector",
+    "selector_key_not_allowed": "node_label_selector",
+    "label_selector_not_supported": "node_label_selector",
+    "priority_not_supported": "priority",
+    "node_names_overlap": "node_names",
+}
+
+
+def add_refusal(form: forms.Form, exc: TargetRefused) -> None:
+    """Show a service refusal on the form: on its field if the form has one, else above the form."""
+    field = exc.field or REFUSAL_FIELDS.get(exc.code)
+    form.add_error(field if field in form.fields and field not in _disabled(form) else None, exc.detail)
+
+
+def _disabled(form: forms.Form) -> set[str]:
+    return {name for name, field in form.fields.items() if field.disabled}
+
+
+def parse_config(text: str) -> dict[str, Any]:
+    """A config body typed as JSON or YAML; it must be an object (mapping)."""
+    text = (text or "").strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise forms.ValidationError(_("Neither valid JSON nor valid YAML: %(error)s"), params={"error": exc}) from exc
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise forms.ValidationError(_("The config must be an object (key: value pairs), not a list or a scalar."))
+    return value
+
+
+def parse_node_names(text: str) -> tuple[str, ...]:
+    """Node names separated by newlines, commas or spaces; duplicates dropped, order kept."""
+    return tuple(dict.fromkeys(n for n in re.split(r"[\s,]+", text or "") if n))
+
+
+class NodeConfigForm(forms.Form):
+    """Each field renders in its own block (label, help, errors, widget) for the page layout."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            field.template_name = "nodeconfig/_field.html"
+
+
+class ClusterChoiceField(forms.ModelChoiceField):
+    """A member cluster by name; empty means the whole fleet."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("empty_label", _("Whole fleet"))
+        super().__init__(queryset=Cluster.objects.order_by("name"), to_field_name="name", required=False, **kwargs)
+
+
+class TargetForm(NodeConfigForm):
+    """Create or edit a config target; ``spec()`` turns the chosen mode's fields into a TargetSpec."""
+
+    type = forms.ModelChoiceField(queryset=ConfigType.objects.all(), to_field_name="name", label=_("Config type"))
+    name = forms.CharField(max_length=253, label=_("Name"),
+                           help_text=_("Lowercase letters, digits, '-' and '.', e.g. hybrid-for-disk-hdd."))
+    cluster = ClusterChoiceField(label=_("Scope"), help_text=_("One member cluster, or the whole fleet."))
+    mode = forms.ChoiceField(choices=ConfigTarget.Mode.choices, widget=forms.RadioSelect, initial=ConfigTarget.Mode.SELECTOR,
+                             label=_("Targeting mode"))
+    node_label_selector = forms.CharField(max_length=1000, required=False, label=_("Node label selector"),
+                                          help_text=_("Kubernetes selector syntax, e.g. diskMode=hdd,machineModel in (A3,A4)."))
+    priority = forms.IntegerField(required=False, initial=0, label=_("Priority"),
+                                  help_text=_("The highest matching priority wins."))
+    node_names = forms.CharField(required=False, label=_("Node names"), widget=forms.Textarea(attrs={"rows": 4}),
+                                 help_text=_("One node name per line (commas work too)."))
+    last_duration = forms.CharField(max_length=32, required=False, label=_("Last duration"),
+                                    help_text=_("How long the node list lasts before it is removed, e.g. 72h."))
+    config = forms.CharField(required=False, label=_("Config (JSON or YAML)"), initial="{}",
+                             widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false", "class": "code"}))
+    wave_size = forms.CharField(max_length=16, required=False, label=_("Wave size"),
+                                help_text=_("Nodes per wave: a count or N%. Empty: all at once."))
+    wave_interval_seconds = forms.IntegerField(min_value=0, max_value=86400, initial=60, label=_("Wave interval (seconds)"))
+    failure_threshold_percent = forms.IntegerField(min_value=0, max_value=100, initial=10, label=_("Failure threshold (%)"),
+                                                   help_text=_("Pause the rollout when more delivered nodes than this fail."))
+    reason = forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.Textarea(attrs={"rows": 2}),
+                             help_text=_("Why you make this change; kept in the revision history."))
+
+    def __init__(self, *args: Any, target: ConfigTarget | None = None, **kwargs: Any) -> None:
+        if target is not None:
+            kwargs["initial"] = initial_for(target) | (kwargs.get("initial") or {})
+        super().__init__(*args, **kwargs)
+        self.target = target
+        if target is not None:  # a target's type and name are its identity
+            self.fields["type"].disabled = self.fields["name"].disabled = True
+
+    def clean_config(self) -> dict[str, Any]:
+        return parse_config(self.cleaned_data.get("config", ""))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        mode = data.get("mode")
+        if mode == ConfigTarget.Mode.SELECTOR and not (data.get("node_label_selector") or "").strip():
+            self.add_error("node_label_selector", _("A label-selector target needs a selector."))
+        if mode == ConfigTarget.Mode.NODE_LIST and not parse_node_names(data.get("node_names", "")):
+            self.add_error("node_names", _("A node-list target needs at least one node name."))
+        return data
+
+    def spec(self) -> TargetSpec:
+        """Only the chosen mode's fields count; the others are ignored, not silently combined."""
+        data = self.cleaned_data
+        mode = data["mode"]
+        spec = TargetSpec(name=data["name"], cluster=data["cluster"].name if data.get("cluster") else None,
+                          config=data["config"], wave_size=(data.get("wave_size") or "").strip(),
+                          wave_interval_seconds=data["wave_interval_seconds"],
+                          failure_threshold_percent=data["failure_threshold_percent"])
+        if mode == ConfigTarget.Mode.SELECTOR:
+            spec.node_label_selector = data["node_label_selector"].strip()
+            spec.priority = data.get("priority") or 0
+        elif mode == ConfigTarget.Mode.NODE_LIST:
+            spec.node_names = parse_node_names(data["node_names"])
+            spec.last_duration = (data.get("last_duration") or "").strip()
+        return spec
+
+
+def initial_for(target: ConfigTarget) -> dict[str, Any]:
+    return {
+        "type": target.config_type.name, "name": target.name, "cluster": target.cluster.name if target.cluster else None,
+        "mode": target.mode, "node_label_selector": target.node_label_selector, "priority": target.priority,
+        "node_names": "\n".join(target.node_names), "last_duration": target.last_duration,
+        "config": json.dumps(target.config, indent=2, ensure_ascii=False, sort_keys=True),
+        "wave_size": target.wave_size, "wave_interval_seconds": target.wave_interval_seconds,
+        "failure_threshold_percent": target.failure_threshold_percent,
+    }
+
+
+class ReasonForm(NodeConfigForm):
+    """A write that must say why (delete, restore): the reason lands in the revision and the audit log."""
+
+    reason = forms.CharField(max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
+
+
+class RollbackForm(NodeConfigForm):
+    revision = forms.TypedChoiceField(coerce=int, label=_("Revision"))
+    reason = forms.CharField(max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
+
+    def __init__(self, *args: Any, revisions: list[ConfigRevision] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["revision"].choices = [
+            (r.number, f"r{r.number} · {r.get_action_display()} · {r.config_hash}")
+            for r in revisions if r.action != ConfigRevision.Action.DELETE and r.action != ConfigRevision.Action.RESTORE
+        ]
+
+
+class RolloutForm(NodeConfigForm):
+    """Pause, resume, advance or promote a paced rollout (the button pressed is ``action``)."""
+
+    ACTIONS = [("pause", _("Pause")), ("resume", _("Resume")), ("advance", _("Advance one wave")),
+               ("promote", _("Promote (release all)"))]
+
+    action = forms.ChoiceField(choices=ACTIONS)
+    reason = forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 40}))
+
+
+class DiffForm(NodeConfigForm):
+    """Two revision numbers to compare (GET ``a`` and ``b``)."""
+
+    a = forms.TypedChoiceField(coerce=int, label=_("From"))
+    b = forms.TypedChoiceField(coerce=int, label=_("To"))
+
+    def __init__(self, *args: Any, revisions: list[ConfigRevision] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choices = [(r.number, f"r{r.number} · {r.get_action_display()}") for r in revisions]
+        self.fields["a"].choices = self.fields["b"].choices = choices
+        if len(revisions) >= 2:
+            self.initial.setdefault("a", revisions[1].number)
+            self.initial.setdefault("b", revisions[0].number)
+
+
+class NodeFilterForm(NodeConfigForm):
+    """The node table of a target: by acknowledgement state and cluster."""
+
+    STATES = [("", _("Any state")), ("applied", _("Applied")), ("failed", _("Failed")), ("pending", _("Pending")),
+              ("held", _("Held"))]
+
+    state = forms.ChoiceField(choices=STATES, required=False, label=_("State"))
+    cluster = forms.CharField(required=False, max_length=63, label=_("Cluster"))
+
+
+class EmergencyForm(NodeConfigForm):
+    """The co-location downgrade: a scope, a reason, and the word DOWNGRADE typed out."""
+
+    SCOPES = [("fleet", _("Whole fleet")), ("cluster", _("One cluster")), ("selector", _("Nodes matching a label selector"))]
+
+    scope = forms.ChoiceField(choices=SCOPES, widget=forms.RadioSelect, initial="fleet", label=_("Scope"))
+    cluster = ClusterChoiceField(label=_("Cluster"), empty_label=_("— choose a cluster —"),
+                                 help_text=_("For a label selector: limit it to this cluster (optional)."))
+    selector = forms.CharField(required=False, max_length=1000, label=_("Label selector"),
+                               help_text=_("e.g. pool=online"))
+    reason = forms.CharField(max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
+    confirm = forms.CharField(max_length=100, label=_("Type DOWNGRADE to confirm"),
+                              widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}))
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("auto_id", "emergency_%s")
+        super().__init__(*args, **kwargs)
+
+    def clean_confirm(self) -> str:
+        value = self.cleaned_data["confirm"].strip()
+        if value != CONFIRM_WORD:
+            raise forms.ValidationError(_("Type DOWNGRADE (in capitals) to confirm the emergency downgrade."))
+        return value
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        scope = data.get("scope")
+        if scope == "cluster" and not data.get("cluster"):
+            self.add_error("cluster", _("Choose the cluster to downgrade."))
+        if scope == "selector" and not (data.get("selector") or "").strip():
+            self.add_error("selector", _("Enter the label selector of the nodes to downgrade."))
+        return data
+
+    def scope_args(self) -> dict[str, Any]:
+        """``emergency_downgrade`` keyword arguments for the chosen scope."""
+        data = self.cleaned_data
+        cluster = data["cluster"].name if data.get("cluster") else None
+        if data["scope"] == "fleet":
+            return {"cluster": None, "selector": ""}
+        if data["scope"] == "cluster":
+            return {"cluster": cluster, "selector": ""}
+        return {"cluster": cluster, "selector": data["selector"].strip()}
+
+
+class ImportForm(NodeConfigForm):
+    yaml = forms.CharField(max_length=5_000_000, label=_("Upstream YAML"),
+                           widget=forms.Textarea(attrs={"rows": 20, "spellcheck": "false", "class": "code"}),
+                           help_text=_("One or more config.katalyst.kubewharf.io objects, separated by ---."))
+    reason = forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))

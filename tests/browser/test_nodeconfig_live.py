@@ -1,0 +1,98 @@
+"""Node config in a real browser: progress bars fill as the simulated agents acknowledge, and the
+emergency downgrade goes from the overview's button to live acknowledgements."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from nodeconfig.models import ConfigTarget, NodeConfig
+from nodeconfig.rollout import progress, publish_progress
+from nodeconfig.services import TargetSpec, save_target
+from nodeconfig.tasks import simulate_agents
+from tests.nodeconfig.conftest import admin_qos, clean_agent_cache, fleet, settle  # noqa: F401 (fixtures)
+
+from .test_console_live import log_in
+
+pytestmark = pytest.mark.browser
+FAR_FUTURE = 4_000_000_000.0  # every simulated agent's delay has passed
+
+
+def in_worker(function, *args):
+    """Run writes that publish events in another thread, as a worker would: this thread runs
+    Playwright's event loop, where ``async_to_sync`` cannot."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(function, *args).result(timeout=30)
+
+
+def agents_report_and_publish() -> None:
+    """What the beat does: the simulated agents report, then one coalesced summary per target."""
+    in_worker(lambda: (simulate_agents(now=FAR_FUTURE), publish_progress()))
+
+
+def create_and_settle(config_type, spec: TargetSpec) -> ConfigTarget:
+    target, _ = save_target(config_type, spec)
+    settle(target)
+    return target
+
+
+def counts_on(page, selector: str) -> dict[str, int]:
+    return {name: int(page.locator(f'{selector} [data-count="{name}"]').first.inner_text())
+            for name in ("applied", "failed", "pending", "held", "targeted")}
+
+
+def wait_live(page) -> None:
+    page.wait_for_function("document.body.dataset.live === '1'")
+    page.wait_for_timeout(300)  # the subscribe messages are in flight once the socket opened
+
+
+def test_progress_bars_fill_live_as_agents_acknowledge(page, asgi_server, viewer, fleet, admin_qos):  # noqa: F811
+    target = in_worker(create_and_settle, admin_qos, TargetSpec(
+        name="hybrid-for-disk-hdd", node_label_selector="diskMode=hdd",
+        config={"reclaimedResourceConfig": {"enableReclaim": False}}))
+    log_in(page, asgi_server, viewer.username)
+    page.goto(f"{asgi_server}/nodeconfig/")
+    bar = f'.nc-progress[data-target-id="{target.pk}"]'
+    before = counts_on(page, bar)
+    assert before["targeted"] == 6 and before["applied"] == 0 and before["pending"] == 6
+    wait_live(page)
+
+    agents_report_and_publish()
+    expected = progress(target)
+    assert expected["applied"] + expected["failed"] == 6, "every agent answered"
+    page.locator(f'{bar} [data-count="pending"]', has_text="0").wait_for(timeout=10000)
+    assert counts_on(page, bar) == {k: expected[k] for k in ("applied", "failed", "pending", "held", "targeted")}
+    width = page.locator(f"{bar} .nc-seg.applied").evaluate("el => parseFloat(el.style.width)")
+    assert width == pytest.approx(100 * expected["applied"] / 6, abs=0.01)
+    assert page.locator("#live-indicator").inner_text() == "Live"
+
+
+def test_emergency_downgrade_from_the_overview(page, asgi_server, operator, fleet, admin_qos):  # noqa: F811
+    log_in(page, asgi_server, operator.username)
+    page.goto(f"{asgi_server}/")
+    page.click("#emergency-panel summary")
+    page.check('#emergency-form input[name="scope"][value="cluster"]')
+    assert page.locator('#emergency-form [data-show-when="scope:selector"]').is_hidden()
+    page.select_option("#emergency-form select[name=cluster]", "bj-1")
+    page.fill("#emergency-form [name=reason]", "reclaim hurts latency in bj-1")
+    page.fill("#emergency-form [name=confirm]", "downgrade")
+    page.click("#emergency-form button[type=submit]")
+    assert page.locator("#emergency-form .errorlist").inner_text().strip(), "lower case is refused with a reason"
+    assert not ConfigTarget.objects.filter(emergency=True).exists()
+
+    page.fill("#emergency-form [name=confirm]", "DOWNGRADE")
+    page.click("#emergency-form button[type=submit]")
+    page.wait_for_url(f"{asgi_server}/nodeconfig/targets/*/")
+    target = ConfigTarget.objects.get(emergency=True)
+    assert target.cluster.name == "bj-1"
+    assert NodeConfig.objects.filter(target=target).count() == 12, "written synchronously, before any worker ran"
+    bar = f'.nc-progress[data-target-id="{target.pk}"]'
+    assert counts_on(page, bar)["targeted"] == 12 and counts_on(page, bar)["applied"] == 0
+
+    page.goto(f"{asgi_server}/")
+    wait_live(page)
+    agents_report_and_publish()
+    expected = progress(target)
+    page.locator(f'#emergency-panel {bar} [data-count="applied"]', has_text=str(expected["applied"])).wait_for(timeout=10000)
+    assert expected["applied"] > 0 and counts_on(page, f"#emergency-panel {bar}")["pending"] == 0
