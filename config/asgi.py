@@ -1,4 +1,5 @@
-"""ASGI entry point: Django for HTTP (agent polls answered from Redis first), Channels for ``/ws/``."""
+"""ASGI entry point: Django for HTTP (agent polls answered from Redis first, quota admission on a
+thread pool of its own), Channels for ``/ws/``."""
 
 import os
 
@@ -15,11 +16,12 @@ from django.conf import settings  # noqa: E402
 
 from console.routing import websocket_urlpatterns  # noqa: E402
 from nodeconfig.fastpath import AgentPollFastPath  # noqa: E402
+from quotas.fastpath import AdmissionFastPath  # noqa: E402
 from core.authentication import WebsocketAuthMiddlewareStack  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": AgentPollFastPath(django_asgi_app, settings.REDIS_URL),
+        "http": AdmissionFastPath(AgentPollFastPath(django_asgi_app, settings.REDIS_URL), settings.MERIDIAN_WEBHOOK_THREADS),
         "websocket": AllowedHostsOriginValidator(WebsocketAuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

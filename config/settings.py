@@ -244,6 +244,10 @@ SPECTACULAR_SETTINGS = {
 
 MERIDIAN_TOKEN_TTL_DAYS = env.int("MERIDIAN_TOKEN_TTL_DAYS", default=90)
 MERIDIAN_AUDIT_RETENTION_DAYS = env.int("MERIDIAN_AUDIT_RETENTION_DAYS", default=180)
+#: Full quota resync (drift repair and cash accrual); bizrq's default is five minutes.
+MERIDIAN_QUOTA_RESYNC_SECONDS = env.int("MERIDIAN_QUOTA_RESYNC_SECONDS", default=300)
+#: Threads (each with its own database connection) deciding quota admission reviews.
+MERIDIAN_WEBHOOK_THREADS = env.int("MERIDIAN_WEBHOOK_THREADS", default=4)
 MERIDIAN_JOB_TIMEOUT_SECONDS = env.int("MERIDIAN_JOB_TIMEOUT_SECONDS", default=3600)
 MERIDIAN_WORKER_HEARTBEAT_SECONDS = 10
 
@@ -284,4 +288,6 @@ CELERY_BEAT_SCHEDULE = {
     "nodeconfig-simulated-agents": {"task": "nodeconfig.simulate_agents", "schedule": 3.0, "options": {"expires": 3}},
     "nodeconfig-expire-targets": {"task": "nodeconfig.expire_targets", "schedule": 30.0},
     "nodeconfig-full-reconcile": {"task": "nodeconfig.full_reconcile", "schedule": 600.0},
+    "quotas-resync": {"task": "quotas.resync", "schedule": float(MERIDIAN_QUOTA_RESYNC_SECONDS),
+                      "options": {"expires": MERIDIAN_QUOTA_RESYNC_SECONDS}},
 }

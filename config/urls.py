@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from core import health
 from nodeconfig import agent_views
+from quotas import webhook as quota_webhook
 
 api_v1 = [
     path("", include("core.api.urls")),
@@ -21,6 +22,7 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("api/agent/v1/clusters/<str:cluster>/nodes/<str:node>/config", agent_views.node_config, name="agent-node-config"),
     path("api/agent/v1/clusters/<str:cluster>/nodes/<str:node>/status", agent_views.node_status, name="agent-node-status"),
+    path("api/admission/v1/quotas/validate", quota_webhook.validate, name="quotas-admission"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
     path("admin/", admin.site.urls),

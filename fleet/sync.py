@@ -23,7 +23,7 @@ from kube.quantity import BINARY_SI, DECIMAL_SI, Quantity
 from .connectors.base import Connector, ConnectorError
 from .inventory import USAGE_FIELDS, Snapshot, build_snapshot, parse_time
 from .models import Cluster, Node, Pod, Workload
-from .signals import nodes_changed
+from .signals import nodes_changed, workloads_changed
 
 logger = logging.getLogger(__name__)
 METRICS_RESOURCE = "metrics.k8s.io/v1beta1/nodes"
@@ -71,7 +71,9 @@ def sync_cluster(cluster: Cluster, connector: Connector, *, now: datetime | None
         changed_nodes = _write_nodes(cluster, snapshot, report)
         if changed_nodes:
             transaction.on_commit(lambda: nodes_changed.send(sender=Cluster, cluster=cluster, names=changed_nodes))
-        workload_ids = _write_workloads(cluster, snapshot, report)
+        workload_ids, changed_workloads = _write_workloads(cluster, snapshot, report)
+        if changed_workloads:
+            transaction.on_commit(lambda: workloads_changed.send(sender=Cluster, cluster=cluster, keys=changed_workloads))
         _write_pods(cluster, snapshot, workload_ids, report, now)
         was_ready = cluster.ready
         _write_status(cluster, version, api_resources, snapshot.errors, now)
@@ -120,7 +122,8 @@ def _write_nodes(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -> li
     return [row["name"] for row in create] + [node.name for node in update]
 
 
-def _write_workloads(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -> dict[tuple[str, str, str], int]:
+def _write_workloads(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -> tuple[dict[tuple[str, str, str], int], list]:
+    """Write workload rows; returns their ids by key and the keys created, changed or gone."""
     existing = {(ns, kind, name): (pk, digest) for pk, ns, kind, name, digest in Workload.objects.filter(cluster=cluster).values_list(
         "pk", "namespace", "kind", "name", "content_hash")}
     create, update = [], []
@@ -138,7 +141,9 @@ def _write_workloads(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -
     _delete_in_batches(Workload, gone)
     report.created["workloads"], report.updated["workloads"], report.deleted["workloads"] = len(create), len(update), len(gone)
     rows = Workload.objects.filter(cluster=cluster).values_list("pk", "namespace", "kind", "name")
-    return {(ns, kind, name): pk for pk, ns, kind, name in rows}
+    changed = [(row["namespace"], row["kind"], row["name"]) for row in create]
+    changed += [(w.namespace, w.kind, w.name) for w in update] + [key for key, (pk, _) in existing.items() if key not in snapshot.workloads]
+    return {(ns, kind, name): pk for pk, ns, kind, name in rows}, changed
 
 
 def _write_pods(cluster: Cluster, snapshot: Snapshot, workload_ids: dict, report: SyncReport, now: datetime) -> None:

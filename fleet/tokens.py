@@ -20,6 +20,10 @@ from .models import Cluster, ClusterToken
 from .signals import tokens_revoked
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+#: Machine callers (webhooks) authenticate on every request: the token's cluster is cached
+#: by the token's hash for this long, and dropped at once when the token is revoked.
+CACHE_SECONDS = 30
+CACHE_KEY = "meridian:fleet:token:{kind}:{digest}"
 TOKEN_PREFIX = {"agent": "mag_", "webhook": "mwh_"}
 
 
@@ -34,7 +38,7 @@ def issue_token(cluster: Cluster, kind: str, *, name: str = "", rotate: bool = F
             older = active_tokens(cluster, kind)
             digests = list(older.values_list("key_hash", flat=True))
             revoked = older.update(revoked=timezone.now())
-            transaction.on_commit(lambda: tokens_revoked.send(sender=ClusterToken, key_hashes=digests))
+            transaction.on_commit(lambda: _revoked(digests))
         token = ClusterToken.objects.create(
             cluster=cluster, kind=kind, name=name, key_prefix=raw[:8], key_hash=hash_token(raw), created_by=current_actor().name
         )
@@ -49,7 +53,7 @@ def revoke_token(token: ClusterToken) -> bool:
     with transaction.atomic():
         updated = ClusterToken.objects.filter(pk=token.pk, revoked__isnull=True).update(revoked=timezone.now())
         if updated:
-            transaction.on_commit(lambda: tokens_revoked.send(sender=ClusterToken, key_hashes=[token.key_hash]))
+            transaction.on_commit(lambda: _revoked([token.key_hash]))
             record_change(token, "update", verb="revoke_token", before={"revoked": None}, after={"revoked": "now"})
     token.refresh_from_db()
     return bool(updated)
@@ -71,3 +75,32 @@ def authenticate(raw: str, kind: str) -> ClusterToken | None:
     if token.last_used is None or now - token.last_used > LAST_USED_RESOLUTION:
         ClusterToken.objects.filter(pk=token.pk).update(last_used=now)
     return token
+
+
+def token_cluster(raw: str, kind: str) -> tuple[int, str] | None:
+    """``(cluster id, cluster name)`` of the active token of ``kind``, cached in Redis."""
+    if not raw or not raw.startswith(TOKEN_PREFIX.get(kind, "\0")):
+        return None
+    from core.redis import get_redis
+
+    key = CACHE_KEY.format(kind=kind, digest=hash_token(raw))
+    cached = get_redis().get(key)
+    if cached:
+        cluster_id, _, name = cached.decode().partition(":")
+        return int(cluster_id), name
+    token = authenticate(raw, kind)
+    if token is None:
+        return None
+    ttl = CACHE_SECONDS if token.expires is None else min(CACHE_SECONDS, int((token.expires - timezone.now()).total_seconds()))
+    if ttl > 0:
+        get_redis().set(key, f"{token.cluster_id}:{token.cluster.name}", ex=ttl)
+    return token.cluster_id, token.cluster.name
+
+
+def _revoked(digests: list[str]) -> None:
+    from core.redis import get_redis
+
+    keys = [CACHE_KEY.format(kind=kind, digest=d) for d in digests for kind in TOKEN_PREFIX]
+    if keys:
+        get_redis().delete(*keys)
+    tokens_revoked.send(sender=ClusterToken, key_hashes=digests)

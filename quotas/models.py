@@ -1,1 +1,105 @@
-"""Quotas models."""
+"""Quota groups (bizrq's BizGroupResourceQuota) and the charges admission committed to them.
+
+A group's ``hard``, ``used`` and ``self_used`` are stored as canonical quantity strings, as
+the Kubernetes object would carry them; ``quotas.accounting`` does the arithmetic.
+``version`` plays resourceVersion: every status write bumps it, so readers can tell a
+fresh status from a stale one. Concurrent writers are serialised by a lock on the group's
+row (``SELECT ... FOR UPDATE``; SQLite's immediate transactions), never by retry storms.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from fleet.models import Cluster
+
+#: A Kubernetes object name (DNS subdomain), as the upstream cluster-scoped object has.
+group_name = RegexValidator(
+    r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+    _("Use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit (at most 253)."),
+)
+
+
+class QuotaGroup(models.Model):
+    """One business group's quota: a node of the quota tree."""
+
+    name = models.CharField(max_length=253, unique=True, validators=[group_name])
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    path = models.CharField(max_length=2000, db_index=True, editable=False,
+                            help_text=_("'/root/child/…/': ancestors first, for subtree queries."))
+    depth = models.PositiveSmallIntegerField(default=0, editable=False)
+    description = models.CharField(max_length=500, blank=True)
+    owners = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="owned_quota_groups",
+                                    help_text=_("May manage this group's subtree (children, their sizes), nothing above it."))
+    hard = models.JSONField(default=dict, blank=True)
+    used = models.JSONField(default=dict, blank=True, help_text=_("self_used + Σ children's hard, per key of hard."))
+    self_used = models.JSONField(default=dict, blank=True, help_text=_("What the group's own workloads use."))
+    version = models.PositiveBigIntegerField(default=0, help_text=_("Bumped on every status write."))
+    last_reconcile_time = models.DateTimeField(null=True, blank=True)
+    cash_exhausted = models.JSONField(default=list, blank=True, help_text=_("cash/… keys whose budget is spent."))
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["path"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def is_within(self, ancestor: QuotaGroup) -> bool:
+        """True for the ancestor itself and every group below it."""
+        return self.path.startswith(ancestor.path)
+
+
+class QuotaCharge(models.Model):
+    """What one workload is charged to its group: the ledger behind ``self_used``.
+
+    Admission writes it in the same transaction as the group's status; the resync
+    reconciles it with the fleet inventory (a charge whose workload never appeared is
+    dropped once its cluster has synced since; a workload that bypassed the webhook is
+    added). ``per_replica`` lets a ``scale`` request or an HPA be charged without the pod
+    template, which those requests do not carry.
+    """
+
+    class Source(models.TextChoices):
+        ADMISSION = "admission", _("Admission")
+        INVENTORY = "inventory", _("Inventory")
+
+    group = models.ForeignKey(QuotaGroup, on_delete=models.CASCADE, related_name="charges")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="quota_charges")
+    namespace = models.CharField(max_length=253)
+    kind = models.CharField(max_length=63)
+    api_version = models.CharField(max_length=100)
+    name = models.CharField(max_length=253)
+    replicas = models.IntegerField(default=0, help_text=_("Replicas charged: the spec's, or the HPA's maxReplicas if higher."))
+    spec_replicas = models.IntegerField(default=0)
+    hpa_max_replicas = models.IntegerField(null=True, blank=True)
+    per_replica = models.JSONField(default=dict, blank=True)
+    charge = models.JSONField(default=dict, blank=True, help_text=_("Total, every resource (not only the group's keys)."))
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.ADMISSION)
+    admitted_at = models.DateTimeField()
+    observed = models.BooleanField(default=False, help_text=_("Seen in the fleet inventory."))
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["cluster_id", "namespace", "kind", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "kind", "name"], name="quotas_charge_workload")]
+        indexes = [models.Index(fields=["group", "cluster"], name="quotas_charge_group_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}/{self.namespace}/{self.kind}/{self.name}"
+
+
+class CashSample(models.Model):
+    """A point of a group's cash burn-down (``used`` of each cash key after a reconcile)."""
+
+    group = models.ForeignKey(QuotaGroup, on_delete=models.CASCADE, related_name="cash_samples")
+    time = models.DateTimeField()
+    used = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["group_id", "time"]
+        indexes = [models.Index(fields=["group", "time"], name="quotas_cash_sample_idx")]

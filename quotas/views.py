@@ -1,7 +1,618 @@
-"""Quotas pages."""
+"""Quota tree pages: the whole tree (treemap + navigable list), one group, create, and the what-if.
 
-from django.views.generic import TemplateView
+Reads need ``quotas.view_quotagroup`` (every role). Writes go through ``services`` exactly
+like the API, and who may write is ``delegation.may_manage``: a group's owners manage its
+subtree without holding the model permissions. A ``QuotaRefused`` comes back as an error
+on the field it names, with everything typed kept; never a 500.
+
+The index must stay fast at fleet scale (5,000 groups): one ``values_list`` query for the
+whole tree, the nested list built in Python (a recursive template would cost seconds), the
+treemap drawn client-side from the same rows embedded with ``json_script``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property, lru_cache
+from html import escape
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.mixins import PermissionRequiredMixin
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Page, Paginator
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext as _
+from django.views.generic import DetailView, FormView, TemplateView
+
+from core.models import ObjectChange
+from kube.quantity import Quantity, QuantityError, sum_quantities
+
+from . import accounting as acc
+from . import services
+from .delegation import Verb, manages_anything, may_manage
+from .forms import (
+    CheckForm,
+    DeleteForm,
+    GroupCreateForm,
+    MoveForm,
+    OwnersForm,
+    ResizeForm,
+    add_refusal,
+    resource_lines,
+)
+from .models import CashSample, QuotaCharge, QuotaGroup
+from .services import QuotaRefused
+
+VIEW = "quotas.view_quotagroup"
+DEFAULT_KEY = "limits.cpu"
+WORKLOAD_PAGE = 50
+HISTORY_ROWS = 50
+#: Tree levels open by default in the nested list (deeper levels are one click away).
+OPEN_DEPTH = 1
 
 
-class IndexView(TemplateView):
+# ---------------------------------------------------------------------------- quantities
+
+@lru_cache(maxsize=4096)
+def number(text: str | None) -> float | None:
+    """A stored quantity as a float for charts and ratios (display keeps the canonical string)."""
+    if text is None:
+        return None
+    try:
+        return float(Quantity.parse(str(text)).as_decimal())
+    except (QuantityError, ValueError):
+        return None
+
+
+def ratio(used: float | None, hard: float | None) -> float | None:
+    """used/hard; a key with no hard but some usage counts as over (2), none at all as unknown."""
+    if hard is None:
+        return None
+    if hard <= 0:
+        return 2.0 if (used or 0) > 0 else 0.0
+    return (used or 0.0) / hard
+
+
+def percent(value: float | None) -> str:
+    """A bar width for an inline style: unlocalized, capped at 100."""
+    return f"{min(max(value or 0.0, 0.0), 1.0) * 100:.1f}"
+
+
+def script_labels() -> dict[str, str]:
+    """What quotas.js prints, in the user's language."""
+    return {"used": _("used"), "hard": _("hard"), "cashExhausted": _("cash exhausted"),
+            "cashReplenished": _("cash replenished"), "projected": _("projected exhaustion"), "fleet": _("Fleet"),
+            "noKey": _("no hard on this resource")}
+
+
+def quantity_sum(values: Iterable[str]) -> str:
+    return str(sum_quantities(Quantity.parse(str(v)) for v in values))
+
+
+def quantity_diff(a: str, b: str) -> str:
+    return str(Quantity.parse(str(a)) - Quantity.parse(str(b)))
+
+
+# ---------------------------------------------------------------------------- the whole tree
+
+TREE_COLUMNS = ("pk", "name", "parent_id", "depth", "hard", "used", "cash_exhausted")
+
+
+@dataclass
+class TreeNode:
+    """One group as the index needs it (from a single values_list row)."""
+
+    index: int
+    pk: int
+    name: str
+    parent_id: int | None
+    depth: int
+    hard: dict[str, str]
+    used: dict[str, str]
+    cash_exhausted: list[str]
+    children: list[TreeNode] = field(default_factory=list)
+
+    @property
+    def over(self) -> bool:
+        """Used above hard on any key (a shrink below usage, or cash spent)."""
+        return any((number(self.used.get(k)) or 0) > (number(h) or 0) for k, h in self.hard.items() if k in self.used)
+
+    @property
+    def cash_spent(self) -> bool:
+        if self.cash_exhausted:
+            return True
+        return any(acc.cash_base(k) is not None and k in self.used and (number(self.used[k]) or 0) >= (number(h) or 0)
+                   for k, h in self.hard.items())
+
+
+def load_tree() -> list[TreeNode]:
+    """Every group in ONE query, linked into a forest in Python, roots and children by name."""
+    rows = QuotaGroup.objects.order_by().values_list(*TREE_COLUMNS)
+    nodes = [TreeNode(0, pk, name, parent, depth, hard or {}, used or {}, cash or [])
+             for pk, name, parent, depth, hard, used, cash in rows.iterator(chunk_size=2000)]
+    by_pk = {node.pk: node for node in nodes}
+    for node in nodes:
+        parent = by_pk.get(node.parent_id)
+        if parent is not None:
+            parent.children.append(node)
+    ordered = list(walk(sorted((n for n in nodes if n.parent_id not in by_pk), key=lambda n: n.name)))
+    for index, node in enumerate(ordered):
+        node.index = index
+    return ordered
+
+
+def walk(roots: Sequence[TreeNode]) -> Iterable[TreeNode]:
+    """Pre-order (a parent before its subtree, siblings by name), without recursion."""
+    stack = list(reversed(roots))
+    while stack:
+        node = stack.pop()
+        node.children.sort(key=lambda n: n.name)
+        yield node
+        stack.extend(reversed(node.children))
+
+
+def resource_keys(nodes: Iterable[TreeNode]) -> list[str]:
+    keys: set[str] = set()
+    for node in nodes:
+        keys.update(node.hard)
+    return sorted(keys)
+
+
+def choose_key(keys: Sequence[str], requested: str | None) -> str | None:
+    if requested in keys:
+        return requested
+    if DEFAULT_KEY in keys:
+        return DEFAULT_KEY
+    return keys[0] if keys else None
+
+
+def tree_stats(nodes: Sequence[TreeNode]) -> dict[str, int]:
+    return {"groups": len(nodes), "roots": sum(1 for n in nodes if n.parent_id is None),
+            "over": sum(1 for n in nodes if n.over), "cash_exhausted": sum(1 for n in nodes if n.cash_spent)}
+
+
+def tree_payload(nodes: Sequence[TreeNode], keys: Sequence[str], key: str | None) -> dict[str, Any]:
+    """Columnar rows for quotas.js: per group [name, parent index, [hard per key], [used per key]]."""
+    parent_index = {n.pk: n.index for n in nodes}
+    groups = [[n.name, parent_index.get(n.parent_id), [number(n.hard.get(k)) for k in keys],
+               [number(n.used.get(k)) if k in n.hard else None for k in keys]] for n in nodes]
+    return {"keys": list(keys), "key": key, "groups": groups,
+            "exhausted": [n.name for n in nodes if n.cash_spent],
+            "detailUrl": reverse("quotas:group-detail", args=["__name__"])}
+
+
+def bar_html(used_text: str | None, hard_text: str | None) -> str:
+    """A compact used/hard bar and its numbers; red at or above hard.
+
+    The bar is an empty span, so assistive technology reads the numbers next to it; 5,000
+    of these are on the index, hence no wrapper or attribute that is not needed.
+    """
+    if hard_text is None:
+        return '<span class="qt-num muted">—</span>'
+    value = ratio(number(used_text), number(hard_text)) or 0.0
+    level = ' class="hot"' if value >= 1 else (' class="warm"' if value >= 0.8 else "")
+    return (f'<span class="qt-bar"><span{level} style="width:{percent(value)}%"></span></span>'
+            f'<span class="qt-num">{escape(used_text or "0")} / {escape(hard_text)}</span>')
+
+
+def tree_html(roots: Sequence[TreeNode], key: str | None) -> SafeString:
+    """The nested list, server-side so it works without JS; built in Python because a template
+    loop over 5,000 groups would eat the page's time budget. Every value is escaped."""
+    url = reverse("quotas:group-detail", args=["__name__"])
+    out: list[str] = ['<ul class="qt-tree">']
+    stack: list[Any] = [("close-root", None)] + [("node", n) for n in reversed(roots)]
+    while stack:
+        kind, node = stack.pop()
+        if kind == "close":
+            out.append("</ul></details></li>")
+            continue
+        if kind == "close-root":
+            out.append("</ul>")
+            continue
+        link = f'<a href="{escape(url.replace("__name__", node.name))}">{escape(node.name)}</a>'
+        bar = bar_html(node.used.get(key), node.hard.get(key)) if key else ""
+        row = f'{link} <span class="qt-row-bar">{bar}</span>'
+        if not node.children:
+            out.append(f'<li data-i="{node.index}" class="qt-leaf">{row}</li>')
+            continue
+        open_attr = " open" if node.depth < OPEN_DEPTH else ""
+        out.append(f'<li data-i="{node.index}"><details{open_attr}><summary>{row} '
+                   f'<span class="muted small">({len(node.children)})</span></summary><ul>')
+        stack.append(("close", None))
+        stack.extend(("node", child) for child in reversed(node.children))
+    return mark_safe("".join(out))  # noqa: S308 — every value above went through escape()
+
+
+class IndexView(PermissionRequiredMixin, TemplateView):
+    """The whole tree: treemap (size = hard, colour = used/hard of one key), list, stats, live feed."""
+
+    permission_required = VIEW
     template_name = "quotas/index.html"
+
+    def get_context_data(self, **kwargs):
+        nodes = load_tree()
+        keys = resource_keys(nodes)
+        key = choose_key(keys, self.request.GET.get("key"))
+        roots = [n for n in nodes if n.parent_id is None]
+        return super().get_context_data(**kwargs) | {
+            "keys": keys, "key": key, "stats": tree_stats(nodes),
+            "tree_data": tree_payload(nodes, keys, key), "tree_html": tree_html(roots, key),
+            "may_create": manages_anything(self.request.user), "topics": ["quotas"], "quota_labels": script_labels(),
+        }
+
+
+# ---------------------------------------------------------------------------- one group
+
+def group_url(name: str) -> str:
+    return reverse("quotas:group-detail", args=[name])
+
+
+def ancestors(group: QuotaGroup) -> list[str]:
+    """Names from the root down to the parent, read off the materialised path (no query)."""
+    return [name for name in group.path.strip("/").split("/") if name][:-1]
+
+
+def resource_rows(group: QuotaGroup, children_hard: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
+    """Per key of hard: hard, used, selfUsed, Σ children's hard, remaining, and bar widths.
+
+    ``over`` flags what admission refuses on: used above hard (a shrink below usage), or a
+    cash budget spent (used at or above hard).
+    """
+    rows = []
+    for key in sorted(group.hard):
+        hard, used = str(group.hard[key]), str(group.used.get(key, "0"))
+        own = str(group.self_used.get(key, "0"))
+        kids = quantity_sum(h[key] for h in children_hard if key in h)
+        scale = max(number(hard) or 0.0, number(used) or 0.0)
+        cash = acc.cash_base(key) is not None
+        over = (number(used) or 0) >= (number(hard) or 0) if cash else (number(used) or 0) > (number(hard) or 0)
+        rows.append({
+            "key": key, "hard": hard, "used": used, "self_used": own, "children_hard": kids,
+            "remaining": quantity_diff(hard, used), "over": over, "cash": cash,
+            "self_pct": percent((number(own) or 0) / scale) if scale else "0.0",
+            "children_pct": percent((number(kids) or 0) / scale) if scale else "0.0",
+            "hard_pct": percent((number(hard) or 0) / scale) if scale else "100.0",
+        })
+    return rows
+
+
+def children_rows(group: QuotaGroup) -> list[dict[str, Any]]:
+    keys = sorted(group.hard)
+    rows = QuotaGroup.objects.filter(parent=group).order_by("name").values_list("name", "description", "hard", "used")
+    return [{"name": name, "description": description, "hard": hard,
+             "bars": [{"key": k, "html": mark_safe(bar_html(used.get(k), hard.get(k)))} for k in keys]}  # noqa: S308
+            for name, description, hard, used in rows]
+
+
+def charges_page(group: QuotaGroup, number_text: str | None) -> Page:
+    """The group's workloads, most recent first, 50 a page; each with its charge on the group's keys."""
+    charges = QuotaCharge.objects.filter(group=group).select_related("cluster").order_by("-admitted_at", "-pk")
+    page = Paginator(charges, WORKLOAD_PAGE).get_page(number_text)
+    keys = list(group.hard)
+    for charge in page.object_list:
+        tracked = acc.canonical(acc.tracked(services.parsed(charge.charge), keys))
+        charge.summary = ", ".join(f"{k} {tracked[k]}" for k in sorted(tracked))
+    return page
+
+
+def history(group: QuotaGroup) -> list[ObjectChange]:
+    """The audit entries of this group (this row: a re-created name is another object)."""
+    object_type = ContentType.objects.get_for_model(QuotaGroup)
+    entries = list(ObjectChange.objects.filter(object_type=object_type, object_id=str(group.pk))
+                   .order_by("-time", "-pk")[:HISTORY_ROWS])
+    for entry in entries:
+        entry.changes = audit_changes(entry.before or {}, entry.after or {})
+    return entries
+
+
+def audit_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What changed, one row per field and per resource key (``hard.limits.cpu: 100 → 60``), not whole dicts."""
+    flat_before, flat_after = flatten(before), flatten(after)
+    return [{"field": k, "before": flat_before.get(k), "after": flat_after.get(k)}
+            for k in sorted(set(flat_before) | set(flat_after)) if flat_before.get(k) != flat_after.get(k)]
+
+
+def flatten(snapshot: Mapping[str, Any]) -> dict[str, str]:
+    flat: dict[str, str] = {}
+    for name, value in snapshot.items():
+        if isinstance(value, Mapping):
+            flat.update({f"{name}.{key}": str(item) for key, item in value.items()})
+        elif isinstance(value, list | tuple):
+            flat[name] = ", ".join(map(str, value)) or "—"
+        elif value is not None and value != "":
+            flat[name] = str(value)
+    return flat
+
+
+def cash_chart(group: QuotaGroup, now: datetime | None = None) -> dict[str, Any] | None:
+    """Burn-down series per cash key, with hard and the projected exhaustion (None: no cash keys).
+
+    The projection runs from the latest sample at the burn rate between the first and the
+    latest sample (``accounting.burn_rate``/``projected_exhaustion``), so the chart's dotted
+    line and the date printed next to it are the same number.
+    """
+    keys = sorted(k for k in group.hard if acc.cash_base(k))
+    if not keys:
+        return None
+    samples = list(CashSample.objects.filter(group=group).order_by("time").values_list("time", "used"))
+    hard, used = services.parsed(group.hard), services.parsed(group.used)
+    series = []
+    for key in keys:
+        points = [(time, Quantity.parse(str(values[key]))) for time, values in samples if key in values]
+        rate = acc.burn_rate(points)
+        last_time, last_used = points[-1] if points else (now or timezone.now(), used.get(key, Quantity.from_int(0)))
+        series.append({
+            "key": key, "hard": number(group.hard[key]), "hard_text": str(group.hard[key]),
+            "used_text": str(group.used.get(key, "0")), "exhausted": key in (group.cash_exhausted or []),
+            "times": [t for t, _ in points], "used": [float(q.as_decimal()) for _, q in points],
+            "rate": float(rate) if rate is not None else None,
+            "exhaustion": acc.projected_exhaustion(hard[key], last_used, rate, last_time),
+        })
+    return {"series": series}
+
+
+class GroupPermissionMixin(PermissionRequiredMixin):
+    """Reads need the view permission; each write asks ``delegation`` about this very group."""
+
+    permission_required = VIEW
+
+    def require(self, verb: Verb, group: QuotaGroup | None) -> None:
+        if not may_manage(self.request.user, verb, group):
+            raise PermissionDenied(_("You may not change this part of the quota tree."))
+
+
+class GroupDetailView(GroupPermissionMixin, DetailView):
+    """A group: breadcrumbs, per-resource bars, children, owners, workloads, cash burn-down,
+    history, and only the write forms this user may use."""
+
+    template_name = "quotas/group_detail.html"
+    context_object_name = "group"
+    slug_field = slug_url_kwarg = "name"
+    queryset = QuotaGroup.objects.select_related("parent")
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        group = self.object
+        children = children_rows(group)
+        context.update(
+            ancestors=ancestors(group), children=children,
+            resources=resource_rows(group, [c["hard"] for c in children]),
+            owners=list(group.owners.order_by("username").values_list("username", flat=True)),
+            workloads=charges_page(group, self.request.GET.get("page")),
+            cash=cash_chart(group), history=history(group), topics=["quotas"], quota_labels=script_labels(),
+        )
+        context["over_hard"] = any(r["over"] and not r["cash"] for r in context["resources"])
+        for key, value in self.write_forms(group, children, context["owners"]).items():
+            context.setdefault(key, value)  # an action view passes its bound form instead
+        return context
+
+    def write_forms(self, group: QuotaGroup, children: list[dict[str, Any]], owners: list[str]) -> dict[str, Any]:
+        user, forms = self.request.user, {}
+        if may_manage(user, "add", group):
+            forms["child_form"] = GroupCreateForm(parent=group.name, fixed_parent=True, auto_id="child_%s",
+                                                  initial={"hard": resource_lines({k: "0" for k in group.hard})})
+        if may_manage(user, "change", group):
+            forms["resize_form"] = ResizeForm(prefix="resize", initial={"hard": resource_lines(group.hard)})
+            forms["owners_form"] = OwnersForm(prefix="owners", initial={"owners": ", ".join(owners)})
+            siblings = self.siblings(group)
+            if siblings:
+                forms["move_form"] = MoveForm(prefix="move", siblings=siblings)
+        if may_manage(user, "delete", group):
+            forms["delete_form"] = DeleteForm(prefix="delete")
+            forms["delete_blocked"] = bool(children)
+        return forms
+
+    @staticmethod
+    def siblings(group: QuotaGroup) -> list[str]:
+        """Groups under the same parent (for roots: the other roots)."""
+        rows = QuotaGroup.objects.filter(parent_id=group.parent_id).exclude(pk=group.pk).order_by("name")
+        return list(rows.values_list("name", flat=True))
+
+
+class GroupActionView(GroupDetailView):
+    """A POST-only write on one group. On a refusal the detail page comes back with the bound
+    form saying why, so nothing typed is lost and nothing is a 500."""
+
+    http_method_names = ["post"]
+    verb: Verb = "change"
+    form_key = ""
+
+    def make_form(self, group: QuotaGroup):
+        raise NotImplementedError
+
+    def perform(self, group: QuotaGroup, form) -> HttpResponse | None:
+        raise NotImplementedError
+
+    def post(self, request, *args, **kwargs):
+        self.object = group = self.get_object()
+        self.require(self.verb, group)
+        form = self.make_form(group)
+        if form.is_valid():
+            try:
+                return self.perform(group, form) or redirect(group_url(group.name))
+            except QuotaRefused as exc:
+                add_refusal(form, exc)
+        return self.render_to_response(self.get_context_data(**{self.form_key: form}))
+
+
+class GroupResizeView(GroupActionView):
+    form_key = "resize_form"
+
+    def make_form(self, group):
+        return ResizeForm(self.request.POST, prefix="resize")
+
+    def perform(self, group, form):
+        _row, warnings = services.update_group(group, hard=form.cleaned_data["hard"], reason=form.cleaned_data["reason"])
+        messages.success(self.request, _("Resized %(group)s.") % {"group": group.name})
+        for warning in warnings:
+            messages.warning(self.request, warning)
+        return None
+
+
+class GroupOwnersView(GroupActionView):
+    form_key = "owners_form"
+
+    def make_form(self, group):
+        return OwnersForm(self.request.POST, prefix="owners")
+
+    def perform(self, group, form):
+        services.update_group(group, owners=form.cleaned_data["owners"], reason=form.cleaned_data["reason"])
+        messages.success(self.request, _("Saved the owners of %(group)s.") % {"group": group.name})
+        return None
+
+
+class GroupMoveView(GroupActionView):
+    form_key = "move_form"
+
+    def make_form(self, group):
+        return MoveForm(self.request.POST, prefix="move", siblings=self.siblings(group))
+
+    def perform(self, group, form):
+        name = form.cleaned_data["target"]
+        target = QuotaGroup.objects.filter(name=name).first()
+        if target is None:
+            raise QuotaRefused("unknown_target", _('No quota group named "%(name)s".') % {"name": name}, field="target")
+        if not may_manage(self.request.user, "change", target):
+            raise QuotaRefused("forbidden_target", _('You may not change "%(name)s".') % {"name": name}, field="target")
+        services.move_quota(group, target, form.cleaned_data["amount"], reason=form.cleaned_data["reason"])
+        messages.success(self.request, _("Moved %(amount)s from %(source)s to %(target)s.")
+                         % {"amount": resource_lines(form.cleaned_data["amount"]).replace("\n", ", "),
+                            "source": group.name, "target": target.name})
+        return None
+
+
+class GroupDeleteView(GroupActionView):
+    verb, form_key = "delete", "delete_form"
+
+    def make_form(self, group):
+        return DeleteForm(self.request.POST, prefix="delete")
+
+    def perform(self, group, form):
+        parent = group.parent.name if group.parent_id else None
+        services.delete_group(group, reason=form.cleaned_data["reason"])
+        messages.success(self.request, _("Deleted %(group)s; its quota returned to its parent.") % {"group": group.name})
+        return redirect(group_url(parent) if parent else reverse("quotas:index"))
+
+
+# ---------------------------------------------------------------------------- create
+
+class GroupCreateView(GroupPermissionMixin, FormView):
+    """A new root, or a child of ``?parent=`` (then fixed: the detail page's "create child" posts here).
+
+    Without ``?parent=`` the parent is typed; owners may then name a group inside their
+    subtree, and only holders of the add permission may leave it empty (a new root).
+    """
+
+    template_name = "quotas/group_form.html"
+    form_class = GroupCreateForm
+
+    @cached_property
+    def parent_name(self) -> str | None:
+        return (self.request.GET.get("parent") or "").strip() or None
+
+    @cached_property
+    def parent_row(self) -> QuotaGroup | None:
+        if self.parent_name is None:
+            return None
+        return get_object_or_404(QuotaGroup, name=self.parent_name)
+
+    def get(self, request, *args, **kwargs):
+        self.check_may_create()
+        return super().get(request, *args, **kwargs)
+
+    def post(self, request, *args, **kwargs):
+        self.check_may_create()
+        return super().post(request, *args, **kwargs)
+
+    def check_may_create(self) -> None:
+        """With a fixed parent: may this user add under it? Otherwise: may they add anywhere?"""
+        if self.parent_name is not None:
+            self.require("add", self.parent_row)
+        elif not manages_anything(self.request.user):
+            raise PermissionDenied(_("You may not create quota groups."))
+
+    def get_form_kwargs(self):
+        kwargs = super().get_form_kwargs() | {"parent": self.parent_name, "fixed_parent": self.parent_name is not None}
+        if self.parent_row is not None and self.request.method == "GET":
+            kwargs["initial"] = {"hard": resource_lines({k: "0" for k in self.parent_row.hard})}
+        return kwargs
+
+    def get_context_data(self, **kwargs):
+        crumbs = ancestors(self.parent_row) + [self.parent_row.name] if self.parent_row else []
+        return super().get_context_data(**kwargs) | {"parent": self.parent_name, "ancestors": crumbs}
+
+    def typed_parent_refused(self, parent: str | None) -> str | None:
+        """Why this user may not create under a typed parent (None: they may, or the services will say it is unknown)."""
+        user = self.request.user
+        if parent is None:
+            return None if may_manage(user, "add", None) else _("Only operators create root groups; name a parent you manage.")
+        row = QuotaGroup.objects.filter(name=parent).first()
+        if row is None or may_manage(user, "add", row):
+            return None
+        return _('You may not create groups under "%(parent)s": it is outside the subtrees you manage.') % {"parent": parent}
+
+    def form_valid(self, form):
+        data = form.cleaned_data
+        refused = None if self.parent_name else self.typed_parent_refused(data["parent"])
+        if refused:
+            form.add_error("parent", refused)
+            return self.form_invalid(form)
+        try:
+            group = services.create_group(name=data["name"], parent=data["parent"], hard=data["hard"],
+                                          description=data["description"], owners=data["owners"], reason=data["reason"])
+        except QuotaRefused as exc:
+            add_refusal(form, exc)
+            return self.form_invalid(form)
+        messages.success(self.request, _("Created %(group)s.") % {"group": group.name})
+        return redirect(group_url(group.name))
+
+
+# ---------------------------------------------------------------------------- what-if
+
+EXAMPLE_WORKLOAD = """apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: default
+  labels:
+    biz.group.resource.quota: my-group
+    biz.group.resource.quota/cpu-type: A4
+spec:
+  replicas: 2
+  template:
+    spec:
+      containers:
+      - name: app
+        image: app:1
+        resources:
+          limits: {cpu: "2", memory: 4Gi}
+"""
+
+
+class CheckView(PermissionRequiredMixin, FormView):
+    """"Would this workload be admitted now?" — the admission decision, committing nothing."""
+
+    permission_required = VIEW
+    template_name = "quotas/check.html"
+    form_class = CheckForm
+
+    def get_initial(self):
+        return {"workload": EXAMPLE_WORKLOAD, "group": self.request.GET.get("group", "")}
+
+    def form_valid(self, form):
+        group = form.cleaned_data["group"]
+        if group and not QuotaGroup.objects.filter(name=group).exists():
+            form.add_error("group", _('No quota group named "%(name)s".') % {"name": group})
+            return self.form_invalid(form)
+        decision = services.what_if(form.cleaned_data["workload"], group=group)
+        delta = [{"key": k, "value": v} for k, v in sorted(decision.delta.items())]
+        return self.render_to_response(self.get_context_data(form=form, decision=decision, delta=delta))
+

@@ -42,6 +42,7 @@ class Command(BaseCommand):
             if not options["no_seed"]:
                 call_command("seed_demo", if_empty=True)
                 call_command("seed_nodeconfig_demo", if_empty=True)
+                call_command("seed_quotas_demo", if_empty=True)
             self.stdout.write(self.style.SUCCESS(f"Meridian: http://{options['host']}:{options['port']}/  (Ctrl-C stops)"))
             sys.stdout.flush()
             code = self._supervise(env, options["host"], options["port"])

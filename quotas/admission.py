@@ -1,0 +1,352 @@
+"""Whole-workload admission against quota groups, decided in batches.
+
+Kubernetes' ResourceQuota admission evaluates concurrent requests in batches against one
+read of the quotas; so does this module. ``decide_batch`` reads the ledger entries the
+requests concern, locks every group involved (``SELECT ... FOR UPDATE``; SQLite
+transactions are IMMEDIATE, hence exclusive), re-reads the entries under the lock, then
+decides the requests one after another against running totals, and writes each changed
+group and the ledger once. The check and the commit share the lock, so no interleaving of
+requests, batches or reconciles can admit more than ``hard``. A dry run is checked against
+the running totals but adds nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from fleet.models import Cluster
+from kube.admission import AdmissionRequest
+from kube.resources import PodSpecError, UnsupportedWorkloadError, workload_components, workload_kind
+
+from . import accounting as acc
+from .models import QuotaCharge, QuotaGroup
+from .status import lock, parsed
+
+SCALABLE = {"deployments": "Deployment", "statefulsets": "StatefulSet", "replicasets": "ReplicaSet", "rollouts": "Rollout"}
+HPA_RESOURCE = "horizontalpodautoscalers"
+Key = tuple[int, str, str, str]  # cluster id, namespace, kind, name
+
+
+@dataclass
+class Decision:
+    """What the webhook answers; ``group`` is the quota group that decided, if any."""
+
+    allowed: bool
+    message: str = ""
+    group: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    delta: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A ledger row as admission needs it (``QuotaCharge`` without the ORM)."""
+
+    pk: int | None
+    group: str
+    api_version: str
+    spec_replicas: int
+    hpa_max_replicas: int | None
+    per_replica: acc.ResourceList
+    charge: acc.ResourceList
+
+    @property
+    def replicas(self) -> int:
+        return max(self.spec_replicas, self.hpa_max_replicas or 0)
+
+    def rescaled(self, *, spec_replicas: int | None = None, hpa_max: Any = ...) -> Entry:
+        entry = replace(self, spec_replicas=self.spec_replicas if spec_replicas is None else spec_replicas,
+                        hpa_max_replicas=self.hpa_max_replicas if hpa_max is ... else hpa_max)
+        return replace(entry, charge=acc.scaled(entry.per_replica, entry.replicas))
+
+
+class Outside(Exception):
+    """The request is not bizrq's business (no group label, a kind it does not count)."""
+
+
+class _Moved(Exception):
+    """An entry changed group between reading it and locking: read again."""
+
+
+# ---------------------------------------------------------------------------- planning (pure)
+
+def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
+    metadata = (obj or {}).get("metadata") or {}
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def entry_of_manifest(obj: Mapping[str, Any], group: str, pk: int | None = None) -> Entry:
+    """The charge of a workload manifest: all templates × replicas, model copies by label."""
+    components = workload_components(obj)
+    replicas = sum(r for r, _ in components)
+    if len(components) != 1:
+        return Entry(pk=pk, group=group, api_version=str(obj.get("apiVersion")), spec_replicas=replicas,
+                     hpa_max_replicas=None, per_replica={}, charge=acc.workload_charge_of(obj))
+    per_replica = acc.workload_charge_of({"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": dict(_labels(obj))},
+                                          "spec": components[0][1].get("spec")})
+    return Entry(pk=pk, group=group, api_version=str(obj.get("apiVersion")), spec_replicas=replicas,
+                 hpa_max_replicas=None, per_replica=per_replica, charge=acc.scaled(per_replica, replicas))
+
+
+def request_key(cluster_id: int, request: AdmissionRequest) -> Key:
+    """The workload a request concerns; ``Outside`` when bizrq does not count it."""
+    resource = request.resource.get("resource", "")
+    if request.sub_resource == "scale":
+        if resource not in SCALABLE or request.operation != "UPDATE":
+            raise Outside
+        return cluster_id, request.namespace, SCALABLE[resource], request.name
+    if resource == HPA_RESOURCE and not request.sub_resource:
+        ref = (((request.object if request.operation != "DELETE" else request.old_object) or {}).get("spec") or {}).get(
+            "scaleTargetRef") or {}
+        return cluster_id, request.namespace, str(ref.get("kind", "")), str(ref.get("name", ""))
+    obj = request.object if request.operation != "DELETE" else request.old_object
+    if request.sub_resource or obj is None:
+        raise Outside
+    try:
+        workload_kind(obj)
+    except UnsupportedWorkloadError:
+        raise Outside from None
+    return cluster_id, request.namespace, str(obj.get("kind")), request.name or str((obj.get("metadata") or {}).get("name", ""))
+
+
+def plan(request: AdmissionRequest, entry: Entry | None) -> Entry | None:
+    """The entry the workload has if the request is admitted (None: released)."""
+    resource = request.resource.get("resource", "")
+    if request.sub_resource == "scale":
+        return _plan_scale(request, entry)
+    if resource == HPA_RESOURCE:
+        return _plan_hpa(request, entry)
+    if request.operation == "DELETE":
+        if entry is None:
+            raise Outside
+        return None
+    group = acc.group_of(_labels(request.object))
+    if group is None:
+        if entry is None:
+            raise Outside
+        return None
+    try:
+        new = entry_of_manifest(request.object, group, entry.pk if entry else None)
+    except UnsupportedWorkloadError:
+        raise Outside from None
+    if entry is not None and entry.hpa_max_replicas and new.per_replica:
+        new = replace(new, hpa_max_replicas=entry.hpa_max_replicas)
+        new = replace(new, charge=acc.scaled(new.per_replica, new.replicas))
+    return new
+
+
+def _plan_scale(request: AdmissionRequest, entry: Entry | None) -> Entry:
+    if entry is None:
+        raise Outside
+    replicas = ((request.object or {}).get("spec") or {}).get("replicas", 0)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+        raise PodSpecError(f"spec.replicas of the Scale must be a non-negative integer, got {replicas!r}")
+    if not entry.per_replica:
+        raise PodSpecError(f"{request.name} runs several pod templates; scale it through its own object")
+    return entry.rescaled(spec_replicas=replicas)
+
+
+def _plan_hpa(request: AdmissionRequest, entry: Entry | None) -> Entry:
+    if entry is None or not entry.per_replica:
+        raise Outside
+    if request.operation == "DELETE":
+        return entry.rescaled(hpa_max=None)
+    maximum = ((request.object or {}).get("spec") or {}).get("maxReplicas")
+    if isinstance(maximum, bool) or not isinstance(maximum, int) or maximum < 1:
+        raise PodSpecError(f"spec.maxReplicas must be a positive integer, got {maximum!r}")
+    return entry.rescaled(hpa_max=maximum)
+
+
+@dataclass
+class GroupState:
+    """A locked group's running totals while a batch is decided."""
+
+    pk: int
+    hard: acc.ResourceList
+    used: acc.ResourceList
+    self_used: acc.ResourceList
+    changed: bool = False
+
+
+def evaluate(groups: Mapping[str, GroupState], old: Entry | None, new: Entry | None, *, commit: bool) -> Decision:
+    """Check one workload's change of charge against the running totals; apply it if ``commit``."""
+    if new is not None and new.group not in groups:
+        return Decision(allowed=False, group=new.group, message=f'quota group "{new.group}" (label {acc.GROUP_LABEL}) does not exist')
+    deltas: dict[str, acc.ResourceList] = {}
+    for name in {e.group for e in (old, new) if e is not None}:
+        state = groups[name]
+        keys = list(state.hard)
+        added = acc.tracked(new.charge, keys) if new is not None and new.group == name else {}
+        removed = acc.tracked(old.charge, keys) if old is not None and old.group == name else {}
+        deltas[name] = acc.usage_delta(added, removed)
+        exceeded = acc.check_admission(state.hard, state.used, deltas[name])
+        if exceeded:
+            return Decision(allowed=False, group=name, message=acc.denial_message(name, exceeded),
+                            delta=acc.canonical(deltas[name]))
+    decider = (new or old).group if (new or old) else None
+    decision = Decision(allowed=True, group=decider, delta=acc.canonical(deltas.get(decider or "", {})))
+    if commit:
+        for name, delta in deltas.items():
+            stored = {k: v for k, v in delta.items() if k in groups[name].hard}  # a cash base is checked, not stored
+            if stored:
+                state = groups[name]
+                state.used, state.self_used, state.changed = acc.add(state.used, stored), acc.add(state.self_used, stored), True
+    return decision
+
+
+# ---------------------------------------------------------------------------- the database
+
+def _entries(keys: set[Key]) -> dict[Key, Entry]:
+    if not keys:
+        return {}
+    rows = QuotaCharge.objects.filter(cluster_id__in={k[0] for k in keys}, name__in={k[3] for k in keys}).values_list(
+        "pk", "cluster_id", "namespace", "kind", "name", "group__name", "api_version", "spec_replicas", "hpa_max_replicas",
+        "per_replica", "charge")
+    found = {}
+    for pk, cluster_id, namespace, kind, name, group, api_version, spec, hpa, per_replica, charge in rows:
+        key = (cluster_id, namespace, kind, name)
+        if key in keys:
+            found[key] = Entry(pk=pk, group=group, api_version=api_version, spec_replicas=spec, hpa_max_replicas=hpa,
+                               per_replica=parsed(per_replica), charge=parsed(charge))
+    return found
+
+
+def _group_names(items: Sequence[tuple[Cluster, AdmissionRequest]], entries: Mapping[Key, Entry]) -> set[str]:
+    """Every group the batch may touch: the entries' groups and the groups the objects name."""
+    names = {e.group for e in entries.values()}
+    for _, request in items:
+        group = acc.group_of(_labels(request.object)) if request.operation != "DELETE" else None
+        if group is not None:
+            names.add(group)
+    return names
+
+
+def decide_batch(items: Sequence[tuple[Cluster, AdmissionRequest]], *, attempts: int = 5) -> list[Decision]:
+    """Decide the requests in order, as if one after another, in one transaction."""
+    for _ in range(attempts):
+        try:
+            return _decide_once(items)
+        except _Moved:
+            continue
+    return [Decision(allowed=False, message="the workload's quota group changed concurrently; try again") for _ in items]
+
+
+def _keys(items: Sequence[tuple[Cluster, AdmissionRequest]]) -> list[Key | Decision]:
+    keys: list[Key | Decision] = []
+    for cluster, request in items:
+        try:
+            keys.append(request_key(cluster.pk, request))
+        except Outside:
+            keys.append(Decision(allowed=True))
+    return keys
+
+
+def _decide_once(items: Sequence[tuple[Cluster, AdmissionRequest]]) -> list[Decision]:
+    keys = _keys(items)
+    wanted = {k for k in keys if not isinstance(k, Decision)}
+    if not wanted:
+        return list(keys)  # type: ignore[arg-type]
+    names = _group_names(items, _entries(wanted))
+    with transaction.atomic():
+        locked = lock(names)
+        entries = _entries(wanted)
+        if _group_names(items, entries) - names:
+            raise _Moved  # an entry moved to a group not locked here; roll back and start over
+        groups = {name: GroupState(g.pk, parsed(g.hard), parsed(g.used), parsed(g.self_used)) for name, g in locked.items()}
+        decisions, final = _run(items, keys, entries, groups)
+        _write(groups, entries, final)
+    return decisions
+
+
+def _run(items, keys, entries: Mapping[Key, Entry], groups: dict[str, GroupState]):
+    """Plan and decide in order against what the batch admitted so far; the final entry per key."""
+    final: dict[Key, Entry | None] = dict(entries)
+    decisions: list[Decision] = []
+    for (_, request), key in zip(items, keys, strict=True):
+        if isinstance(key, Decision):
+            decisions.append(key)
+            continue
+        old = final.get(key)
+        try:
+            new = plan(request, old)
+        except Outside:
+            decisions.append(Decision(allowed=True))
+            continue
+        except (PodSpecError, acc.QuotaSpecError, ValueError) as exc:
+            decisions.append(Decision(allowed=False, message=f"cannot compute the quota usage of this object: {exc}"))
+            continue
+        decision = evaluate(groups, old, new, commit=not request.dry_run)
+        if decision.allowed and not request.dry_run:
+            final[key] = new
+        decisions.append(decision)
+    return decisions, final
+
+
+def _write_statuses(states: Sequence[GroupState]) -> None:
+    """One prepared UPDATE for every changed group: ``bulk_update`` builds a CASE per row and
+    costs more than the whole decision; this is the batch's hot write."""
+    if not states:
+        return
+    used, self_used = (QuotaGroup._meta.get_field(name) for name in ("used", "self_used"))
+    quote = connection.ops.quote_name
+    sql = (f"UPDATE {quote(QuotaGroup._meta.db_table)} SET {quote('used')} = %s, {quote('self_used')} = %s, "
+           f"{quote('version')} = {quote('version')} + 1 WHERE {quote('id')} = %s")
+    rows = [(used.get_db_prep_save(acc.canonical(s.used), connection), self_used.get_db_prep_save(acc.canonical(s.self_used), connection),
+             s.pk) for s in states]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, rows)
+
+
+def _write(groups: Mapping[str, GroupState], entries: Mapping[Key, Entry], final: Mapping[Key, Entry | None]) -> None:
+    _write_statuses([state for state in groups.values() if state.changed])
+    group_ids = {name: state.pk for name, state in groups.items()}
+    now = timezone.now()
+    create, update, delete = [], [], []
+    for key, entry in final.items():
+        if entry is entries.get(key):
+            continue
+        if entry is None:
+            delete.append(entries[key].pk)
+            continue
+        row = QuotaCharge(pk=entries[key].pk if key in entries else None, group_id=group_ids[entry.group], cluster_id=key[0],
+                          namespace=key[1], kind=key[2], name=key[3], api_version=entry.api_version,
+                          replicas=entry.replicas, spec_replicas=entry.spec_replicas, hpa_max_replicas=entry.hpa_max_replicas,
+                          per_replica=acc.canonical(entry.per_replica), charge=acc.canonical(entry.charge),
+                          source=QuotaCharge.Source.ADMISSION, admitted_at=now, updated=now)
+        (update if key in entries else create).append(row)
+    if delete:
+        QuotaCharge.objects.filter(pk__in=delete).delete()
+    if create:
+        QuotaCharge.objects.bulk_create(create)
+    if update:
+        QuotaCharge.objects.bulk_update(update, ["group", "api_version", "replicas", "spec_replicas", "hpa_max_replicas",
+                                                 "per_replica", "charge", "source", "admitted_at", "updated"])
+
+
+# ---------------------------------------------------------------------------- entry points
+
+def admit(cluster: Cluster, request: AdmissionRequest) -> Decision:
+    """Decide one AdmissionReview request and, unless it is a dry run, commit its charge."""
+    return decide_batch([(cluster, request)])[0]
+
+
+def what_if(manifest: Mapping[str, Any], *, group: str | None = None) -> Decision:
+    """Would this workload be admitted now, as a new workload? Reads, locks and commits nothing."""
+    if not isinstance(manifest, Mapping):
+        return Decision(allowed=False, message="The workload must be a JSON/YAML object.")
+    name = group or acc.group_of(_labels(manifest))
+    if name is None:
+        return Decision(allowed=True, message=f"The workload has no {acc.GROUP_LABEL} label: bizrq does not limit it.")
+    try:
+        new = entry_of_manifest(manifest, name)
+    except (PodSpecError, UnsupportedWorkloadError, acc.QuotaSpecError, ValueError) as exc:
+        return Decision(allowed=False, message=f"cannot compute the quota usage of this object: {exc}")
+    row = QuotaGroup.objects.filter(name=name).values_list("pk", "hard", "used", "self_used").first()
+    groups = {name: GroupState(row[0], parsed(row[1]), parsed(row[2]), parsed(row[3]))} if row else {}
+    return evaluate(groups, None, new, commit=False)

@@ -1,0 +1,64 @@
+"""Seed the quota demo: the simulator's business groups as a quota tree sized to what the demo
+fleet runs (about two thirds full), so the tree page, bars and admissions have real numbers."""
+
+from __future__ import annotations
+
+import math
+
+from django.core.management.base import BaseCommand
+
+from core.context import acting_as
+from fleet.simulator import QUOTA_GROUPS
+from kube.quantity import Quantity
+from quotas import services
+from quotas.models import QuotaGroup
+from quotas.reconcile import resync_all
+
+TREE = {"vision": None, "vision-detection": "vision", "vision-ocr": "vision", "search-core": None, "ads-serving": None,
+        "recsys-online": None}
+KEYS = ("limits.cpu", "limits.memory", "requests.nvidia.com/gpu", "pods")
+EXTRA = {"vision": {"cash/requests.nvidia.com/gpu": "5000"}, "search-core": {"limits.cpu.A4": "0"}}
+ROOMY = {"limits.cpu": "100000", "limits.memory": "1000Ti", "requests.nvidia.com/gpu": "10000", "pods": "100000"}
+HEADROOM = 1.5
+
+
+class Command(BaseCommand):
+    help = "Create the demo quota tree (vision → detection/ocr, search-core, ads-serving, recsys-online) unless groups exist."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--if-empty", action="store_true", help="do nothing when any quota group exists")
+
+    def handle(self, *args, **options) -> None:
+        if options["if_empty"] and QuotaGroup.objects.exists():
+            self.stdout.write("quota demo: groups already exist; nothing to seed")
+            return
+        assert set(TREE) == set(QUOTA_GROUPS)
+        with acting_as("system:seed-demo"):
+            for name, parent in TREE.items():
+                hard = dict(ROOMY, **{k: v for k, v in EXTRA.get(name, {}).items() if k.startswith("cash/")})
+                if parent == "vision":
+                    hard = {k: str(int(v.rstrip("Ti")) // 4) + ("Ti" if v.endswith("Ti") else "") for k, v in ROOMY.items()}
+                    hard["cash/requests.nvidia.com/gpu"] = "1000"
+                services.create_group(name=name, parent=parent, hard=hard, description=f"demo business group {name}",
+                                      reason="demo seed")
+            resync_all()
+            self._fit(reason="demo seed: sized to what the fleet runs")
+        self.stdout.write(f"quota demo: {len(TREE)} groups sized to the demo fleet's usage")
+
+    def _fit(self, *, reason: str) -> None:
+        """Shrink each group to its usage plus headroom: leaves first, so parents see their children's new size."""
+        for group in sorted(QuotaGroup.objects.all(), key=lambda g: -g.depth):
+            group.refresh_from_db()
+            hard = dict(group.hard)
+            for key in KEYS:
+                hard[key] = _headroom(group.used.get(key, "0"), key)
+            if "limits.cpu.A4" in EXTRA.get(group.name, {}):
+                hard["limits.cpu.A4"] = _headroom(group.used.get("limits.cpu", "0"), "limits.cpu", share=0.5)
+            services.update_group(group, hard=hard, reason=reason)
+
+
+def _headroom(used: str, key: str, share: float = 1.0) -> str:
+    amount = Quantity.parse(used).as_decimal()
+    if key == "limits.memory":
+        return f"{max(1, math.ceil(float(amount) * HEADROOM * share / 2**30))}Gi"
+    return str(max(1, math.ceil(float(amount) * HEADROOM * share)))

@@ -1,0 +1,194 @@
+"""Every change to the quota tree (admission of workloads lives in ``admission``, re-exported here).
+
+Writes lock the group rows they change (``SELECT ... FOR UPDATE`` on PostgreSQL; on SQLite
+every transaction is IMMEDIATE and so already exclusive), ancestors before descendants and
+otherwise by primary key, so concurrent writers queue instead of deadlocking. A check and
+its write happen under the same lock, so a child is never carved out of quota a concurrent
+admission just took. Every change is audited with its before and after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from core.audit import record_change
+
+from . import accounting as acc
+from .admission import Decision, admit, what_if  # noqa: F401  (the API of every quota change)
+from .models import QuotaGroup, group_name
+from .status import children_hard_of, ledger_self_used, lock, parsed, status_of, write_status
+
+class QuotaRefused(ValueError):
+    """A change the tree rules refuse; ``field`` names the input at fault (``hard.limits.cpu``)."""
+
+    def __init__(self, code: str, detail: str, *, field: str = "non_field_errors") -> None:
+        super().__init__(detail)
+        self.code, self.detail, self.field = code, detail, field
+
+    def as_dict(self) -> dict[str, Any]:
+        return {self.field: [self.detail], "code": self.code}
+
+
+# ---------------------------------------------------------------------------- tree
+
+def _parse_hard(hard: Any) -> acc.ResourceList:
+    try:
+        return acc.parse_hard(hard)
+    except acc.QuotaSpecError as exc:
+        raise QuotaRefused("invalid_hard", exc.message, field=exc.field) from exc
+
+
+def _tree_refusal(exc: acc.TreeError) -> QuotaRefused:
+    return QuotaRefused(exc.code, exc.message, field=exc.field)
+
+
+def _audit(group: QuotaGroup) -> dict[str, Any]:
+    return {"name": group.name, "parent": group.parent.name if group.parent_id else None, "description": group.description,
+            "hard": dict(group.hard), "owners": sorted(group.owners.values_list("username", flat=True)) if group.pk else []}
+
+
+def _check_name(name: str) -> None:
+    try:
+        group_name(name)
+    except ValidationError as exc:
+        raise QuotaRefused("invalid_name", " ".join(exc.messages), field="name") from exc
+
+
+def _users(usernames: Sequence[str] | None) -> list[Any] | None:
+    if usernames is None:
+        return None
+    users = list(get_user_model().objects.filter(username__in=list(usernames)))
+    missing = sorted(set(usernames) - {u.username for u in users})
+    if missing:
+        raise QuotaRefused("unknown_owner", f"No user named {missing[0]!r}.", field="owners")
+    return users
+
+
+def create_group(*, name: str, parent: str | None, hard: Any, description: str = "", owners: Sequence[str] = (),
+                 reason: str = "") -> QuotaGroup:
+    """Create a group; a child's quota is carved out of its parent's remaining in the same transaction."""
+    _check_name(name)
+    new_hard = _parse_hard(hard)
+    users = _users(owners)
+    try:
+        with transaction.atomic():
+            parent_row = None
+            if parent:
+                parent_row = lock([parent]).get(parent)
+                if parent_row is None:
+                    raise QuotaRefused("unknown_parent", f'The parent quota group "{parent}" does not exist.', field="parent")
+                try:
+                    acc.validate_child_hard(parent_row.name, parsed(parent_row.hard), parsed(parent_row.used), new_hard)
+                except acc.TreeError as exc:
+                    raise _tree_refusal(exc) from exc
+            group = QuotaGroup(name=name, parent=parent_row, description=description, hard=acc.canonical(new_hard),
+                               path=f"{parent_row.path if parent_row else '/'}{name}/",
+                               depth=parent_row.depth + 1 if parent_row else 0)
+            group.used, group.self_used = status_of(new_hard, {}, [])
+            group.save()
+            if users:
+                group.owners.set(users)
+            if parent_row is not None:
+                write_status(parent_row, parsed(parent_row.self_used))
+            record_change(group, "create", after=_audit(group), reason=reason)
+    except IntegrityError as exc:
+        raise QuotaRefused("exists", f'A quota group named "{name}" already exists.', field="name") from exc
+    return group
+
+
+def update_group(group: QuotaGroup, *, hard: Any = None, description: str | None = None, owners: Sequence[str] | None = None,
+                 parent: Any = ..., reason: str = "") -> tuple[QuotaGroup, list[str]]:
+    """Resize (checked against the parent's remaining and the children's keys), describe, delegate.
+
+    ``parent`` is immutable: passing a different one is refused. Returns the warnings (a
+    shrink below what is in use is allowed; admissions then fail until usage drops).
+    """
+    if parent is not ... and (parent or None) != (group.parent.name if group.parent_id else None):
+        raise QuotaRefused("immutable_parent", "A quota group's parent cannot change; create a new group instead.", field="parent")
+    new_hard = _parse_hard(hard) if hard is not None else None
+    users = _users(owners)
+    with transaction.atomic():
+        locked = lock([group.parent_id, group.pk], by="pk")
+        row = locked.get(group.pk)
+        if row is None:
+            raise QuotaRefused("gone", f'The quota group "{group.name}" no longer exists.')
+        parent_row = locked.get(row.parent_id)
+        before = _audit(row)
+        warnings: list[str] = []
+        if new_hard is not None and new_hard != parsed(row.hard):
+            children = children_hard_of(row)
+            try:
+                warnings = acc.validate_resize(
+                    row.name, parsed(row.hard), new_hard, parent=parent_row.name if parent_row else None,
+                    parent_hard=parsed(parent_row.hard) if parent_row else None,
+                    parent_used=parsed(parent_row.used) if parent_row else None,
+                    children_hard=children, self_used=ledger_self_used(row))
+            except acc.TreeError as exc:
+                raise _tree_refusal(exc) from exc
+            row.hard = acc.canonical(new_hard)
+            row.save(update_fields=["hard", "updated"])
+            write_status(row, ledger_self_used(row), children)
+            if parent_row is not None:
+                write_status(parent_row, parsed(parent_row.self_used))
+        if description is not None and description != row.description:
+            row.description = description
+            row.save(update_fields=["description", "updated"])
+        if users is not None:
+            row.owners.set(users)
+        after = _audit(row)
+        if after != before:
+            record_change(row, "update", before=before, after=after, reason=reason)
+    return row, warnings
+
+
+def delete_group(group: QuotaGroup, *, reason: str = "") -> None:
+    """Delete a leaf; its hard returns to the parent (whose ``used`` drops by it)."""
+    with transaction.atomic():
+        locked = lock([group.parent_id, group.pk], by="pk")
+        row = locked.get(group.pk)
+        if row is None:
+            return
+        if QuotaGroup.objects.filter(parent=row).exists():
+            raise QuotaRefused("not_leaf", f'"{row.name}" has child groups; delete them first (only leaves can be deleted).')
+        before = _audit(row)
+        record_change(row, "delete", before=before, reason=reason)
+        row.delete()
+        parent_row = locked.get(group.parent_id)
+        if parent_row is not None:
+            write_status(parent_row, parsed(parent_row.self_used))
+
+
+def move_quota(source: QuotaGroup, target: QuotaGroup, amount: Any, *, reason: str = "") -> tuple[QuotaGroup, QuotaGroup]:
+    """Move part of one group's hard to a sibling in one transaction (the parent's used is unchanged)."""
+    if source.pk == target.pk:
+        raise QuotaRefused("same_group", "Choose two different sibling groups.", field="target")
+    if source.parent_id != target.parent_id:
+        raise QuotaRefused("not_siblings", f'"{source.name}" and "{target.name}" are not siblings; quota moves only between siblings.',
+                           field="target")
+    moved = _parse_hard(amount)
+    if not moved:
+        raise QuotaRefused("amount", "Name at least one resource to move.", field="amount")
+    with transaction.atomic():
+        locked = lock([source.pk, target.pk], by="pk")
+        src, dst = locked[source.pk], locked[target.pk]
+        try:
+            acc.validate_move(src.name, dst.name, moved, source_hard=parsed(src.hard), source_used=parsed(src.used),
+                              target_hard=parsed(dst.hard))
+        except acc.TreeError as exc:
+            raise _tree_refusal(exc) from exc
+        for row, sign in ((src, -1), (dst, 1)):
+            before = _audit(row)
+            hard = parsed(row.hard)
+            row.hard = acc.canonical(acc.add(hard, moved) if sign > 0 else acc.subtract(hard, moved))
+            row.save(update_fields=["hard", "updated"])
+            write_status(row, parsed(row.self_used))
+            record_change(row, "update", verb="move_quota", before=before, after=_audit(row),
+                          reason=reason or f"moved {acc.canonical(moved)} from {src.name} to {dst.name}")
+    return src, dst
+
+

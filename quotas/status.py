@@ -1,0 +1,61 @@
+"""A group's status, derived and stored: the helpers every writer shares.
+
+``used = self_used + Σ children's hard`` on the keys of ``hard``; writers hold the group's
+row lock (``lock``) while they recompute and store it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from django.db.models import F
+from django.utils import timezone
+
+from kube.quantity import Quantity
+
+from . import accounting as acc
+from .models import QuotaCharge, QuotaGroup
+
+
+def parsed(resources: Mapping[str, str] | None) -> acc.ResourceList:
+    """Stored canonical strings back to Quantities (they were validated on the way in)."""
+    return {key: Quantity.parse(str(value)) for key, value in (resources or {}).items()}
+
+
+def status_of(hard: acc.ResourceList, self_used: acc.ResourceList, children_hard: Iterable[acc.ResourceList]) -> tuple[dict, dict]:
+    used, own = acc.group_status(hard, self_used, list(children_hard))
+    return acc.canonical(used), acc.canonical(own)
+
+
+def children_hard_of(group: QuotaGroup) -> list[acc.ResourceList]:
+    return [parsed(hard) for hard in QuotaGroup.objects.filter(parent=group).values_list("hard", flat=True)]
+
+
+def ledger_self_used(group: QuotaGroup) -> acc.ResourceList:
+    """Σ of the group's charges, on every key they carry (cash comes from the stored status)."""
+    total: acc.ResourceList = {}
+    for charge in QuotaCharge.objects.filter(group=group).values_list("charge", flat=True).iterator():
+        total = acc.add(total, parsed(charge))
+    cash = {k: v for k, v in parsed(group.self_used).items() if acc.cash_base(k)}
+    return total | cash
+
+
+def write_status(group: QuotaGroup, self_used: acc.ResourceList, children_hard: list[acc.ResourceList] | None = None) -> None:
+    """Recompute ``used``/``self_used`` for the keys of ``hard`` and save them with a new version."""
+    children = children_hard_of(group) if children_hard is None else children_hard
+    group.used, group.self_used = status_of(parsed(group.hard), self_used, children)
+    group.version += 1
+    QuotaGroup.objects.filter(pk=group.pk).update(used=group.used, self_used=group.self_used, version=F("version") + 1,
+                                                  updated=timezone.now())
+
+
+def lock(names_or_pks: Iterable[Any], *, by: str = "name") -> dict[Any, QuotaGroup]:
+    """Lock the groups (ancestors first, then by pk) for the rest of the transaction."""
+    wanted = [v for v in names_or_pks if v is not None]
+    if not wanted:
+        return {}
+    rows = QuotaGroup.objects.select_for_update().filter(**{f"{by}__in": wanted}).order_by("depth", "pk")
+    return {getattr(g, by): g for g in rows}
+
+
