@@ -93,6 +93,41 @@ def script_labels() -> dict[str, str]:
             "noKey": _("no hard on this resource")}
 
 
+BINARY_UNITS = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+DECIMAL_UNITS = ((10**15, "P"), (10**12, "T"), (10**9, "G"), (10**6, "M"))
+
+
+@lru_cache(maxsize=8192)
+def readable(text: str | None, binary: bool = False) -> str:
+    """A stored quantity as people read it: ``15478900m`` → ``15,478.9``, ``40552320Mi`` → ``38.7Ti``.
+
+    Pages show this; the API and the title attributes keep the canonical Kubernetes form.
+    """
+    if text is None:
+        return "—"
+    try:
+        amount = Quantity.parse(str(text)).as_decimal()
+    except (QuantityError, ValueError):
+        return str(text)
+    if binary or str(text).endswith(BINARY_UNITS):
+        for power, unit in reversed(list(enumerate(BINARY_UNITS, start=1))):
+            if abs(amount) >= 1024**power:
+                return f"{_trimmed(amount / 1024**power)}{unit}"
+        return _trimmed(amount)
+    for size, unit in DECIMAL_UNITS:
+        if abs(amount) >= size * 10:
+            return f"{_trimmed(amount / size)}{unit}"
+    return f"{float(amount):,.3f}".rstrip("0").rstrip(".") if amount != amount.to_integral() else f"{int(amount):,}"
+
+
+def _trimmed(value) -> str:
+    return f"{float(value):,.1f}".removesuffix(".0")
+
+
+def is_binary(key: str) -> bool:
+    return "memory" in key or "storage" in key or key.startswith("hugepages")
+
+
 def quantity_sum(values: Iterable[str]) -> str:
     return str(sum_quantities(Quantity.parse(str(v)) for v in values))
 
@@ -189,7 +224,7 @@ def tree_payload(nodes: Sequence[TreeNode], keys: Sequence[str], key: str | None
             "detailUrl": reverse("quotas:group-detail", args=["__name__"])}
 
 
-def bar_html(used_text: str | None, hard_text: str | None) -> str:
+def bar_html(used_text: str | None, hard_text: str | None, key: str = "") -> str:
     """A compact used/hard bar and its numbers; red at or above hard.
 
     The bar is an empty span, so assistive technology reads the numbers next to it; 5,000
@@ -199,8 +234,9 @@ def bar_html(used_text: str | None, hard_text: str | None) -> str:
         return '<span class="qt-num muted">—</span>'
     value = ratio(number(used_text), number(hard_text)) or 0.0
     level = ' class="hot"' if value >= 1 else (' class="warm"' if value >= 0.8 else "")
+    binary = is_binary(key)
     return (f'<span class="qt-bar"><span{level} style="width:{percent(value)}%"></span></span>'
-            f'<span class="qt-num">{escape(used_text or "0")} / {escape(hard_text)}</span>')
+            f'<span class="qt-num">{escape(readable(used_text or "0", binary))} / {escape(readable(hard_text, binary))}</span>')
 
 
 def tree_html(roots: Sequence[TreeNode], key: str | None) -> SafeString:
@@ -218,7 +254,7 @@ def tree_html(roots: Sequence[TreeNode], key: str | None) -> SafeString:
             out.append("</ul>")
             continue
         link = f'<a href="{escape(url.replace("__name__", node.name))}">{escape(node.name)}</a>'
-        bar = bar_html(node.used.get(key), node.hard.get(key)) if key else ""
+        bar = bar_html(node.used.get(key), node.hard.get(key), key) if key else ""
         row = f'{link} <span class="qt-row-bar">{bar}</span>'
         if not node.children:
             out.append(f'<li data-i="{node.index}" class="qt-leaf">{row}</li>')
@@ -274,9 +310,11 @@ def resource_rows(group: QuotaGroup, children_hard: Sequence[Mapping[str, str]])
         scale = max(number(hard) or 0.0, number(used) or 0.0)
         cash = acc.cash_base(key) is not None
         over = (number(used) or 0) >= (number(hard) or 0) if cash else (number(used) or 0) > (number(hard) or 0)
+        binary = is_binary(key)
         rows.append({
-            "key": key, "hard": hard, "used": used, "self_used": own, "children_hard": kids,
-            "remaining": quantity_diff(hard, used), "over": over, "cash": cash,
+            "key": key, "hard": readable(hard, binary), "used": readable(used, binary), "self_used": readable(own, binary),
+            "children_hard": readable(kids, binary), "remaining": readable(quantity_diff(hard, used), binary),
+            "canonical": {"hard": hard, "used": used, "self_used": own, "children_hard": kids}, "over": over, "cash": cash,
             "self_pct": percent((number(own) or 0) / scale) if scale else "0.0",
             "children_pct": percent((number(kids) or 0) / scale) if scale else "0.0",
             "hard_pct": percent((number(hard) or 0) / scale) if scale else "100.0",
@@ -288,7 +326,7 @@ def children_rows(group: QuotaGroup) -> list[dict[str, Any]]:
     keys = sorted(group.hard)
     rows = QuotaGroup.objects.filter(parent=group).order_by("name").values_list("name", "description", "hard", "used")
     return [{"name": name, "description": description, "hard": hard,
-             "bars": [{"key": k, "html": mark_safe(bar_html(used.get(k), hard.get(k)))} for k in keys]}  # noqa: S308
+             "bars": [{"key": k, "html": mark_safe(bar_html(used.get(k), hard.get(k), k))} for k in keys]}  # noqa: S308
             for name, description, hard, used in rows]
 
 
@@ -350,8 +388,8 @@ def cash_chart(group: QuotaGroup, now: datetime | None = None) -> dict[str, Any]
         rate = acc.burn_rate(points)
         last_time, last_used = points[-1] if points else (now or timezone.now(), used.get(key, Quantity.from_int(0)))
         series.append({
-            "key": key, "hard": number(group.hard[key]), "hard_text": str(group.hard[key]),
-            "used_text": str(group.used.get(key, "0")), "exhausted": key in (group.cash_exhausted or []),
+            "key": key, "hard": number(group.hard[key]), "hard_text": readable(str(group.hard[key])),
+            "used_text": readable(str(group.used.get(key, "0"))), "exhausted": key in (group.cash_exhausted or []),
             "times": [t for t, _ in points], "used": [float(q.as_decimal()) for _, q in points],
             "rate": float(rate) if rate is not None else None,
             "exhaustion": acc.projected_exhaustion(hard[key], last_used, rate, last_time),

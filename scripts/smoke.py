@@ -55,6 +55,29 @@ async def one_event(base: str, cookies: httpx.Cookies, timeout: float = 60) -> d
                 return message
 
 
+def check_quotas(client: httpx.Client, username: str, password: str) -> None:
+    """The demo quota tree is seeded, and a member cluster's API server gets decisions."""
+    token = client.post("/api/v1/auth/token/", json={"username": username, "password": password}).json()["token"]
+    api = {"Authorization": f"Token {token}"}
+    groups = client.get("/api/v1/quotas/groups/", headers=api).json()["results"]
+    assert {g["name"] for g in groups} >= {"vision", "vision-ocr", "ads-serving"}, groups
+    cluster = client.get("/api/v1/fleet/clusters/", headers=api).json()["results"][0]["name"]
+    hook = client.post(f"/api/v1/fleet/clusters/{cluster}/webhook-tokens/", json={}, headers=api).json()["token"]
+    workload = {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "smoke", "namespace": "default", "labels": {"biz.group.resource.quota": "ads-serving"}},
+                "spec": {"replicas": 1, "template": {"spec": {"containers": [
+                    {"name": "app", "resources": {"limits": {"cpu": "100000"}}}]}}}}
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "smoke-1", "operation": "CREATE", "dryRun": True, "name": "smoke", "namespace": "default",
+        "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+        "resource": {"group": "apps", "version": "v1", "resource": "deployments"}, "object": workload}}
+    answer = client.post("/api/admission/v1/quotas/validate", json=review, headers={"Authorization": f"Bearer {hook}"})
+    assert answer.status_code == 200, answer.text
+    response = answer.json()["response"]
+    assert response["uid"] == "smoke-1" and response["allowed"] is False and "ads-serving" in response["status"]["message"]
+    print(f"quotas: {len(groups)} demo groups; webhook denied a 100000-core workload: {response['status']['message']}")
+
+
 def main(base: str, username: str, password: str) -> None:
     with httpx.Client(base_url=base, timeout=30) as client:
         ready = wait_ready(client)
@@ -65,6 +88,7 @@ def main(base: str, username: str, password: str) -> None:
         overview = client.get("/")
         assert overview.status_code == 200 and 'id="live-indicator"' in overview.text, overview.status_code
         print("overview: HTTP 200 after login")
+        check_quotas(client, username, password)
         event = asyncio.run(one_event(base, client.cookies))
         print(f"websocket event: topic={event['topic']} seq={event['seq']} event={event['event']} data={json.dumps(event['data'])}")
     print("smoke: passed")

@@ -413,3 +413,14 @@ def test_the_index_renders_5000_groups(client, viewer):
     assert response.status_code == 200
     assert response.context["stats"] == {"groups": 5000, "roots": 50, "over": 0, "cash_exhausted": 5000}
     assert response.content.decode().count('data-i="') >= 5000
+
+
+@pytest.mark.parametrize("text,binary,shown", [
+    ("15478900m", False, "15,478.9"), ("4600", False, "4,600"), ("12m", False, "0.012"), ("5k", False, "5,000"),
+    ("250M", False, "250M"), ("40552320Mi", False, "38.7Ti"), ("1536Mi", False, "1.5Gi"), ("2147483648", True, "2Gi"),
+    ("0", False, "0"), ("not-a-quantity", False, "not-a-quantity"),
+])
+def test_pages_show_quantities_readably(text, binary, shown):
+    from quotas.views import readable
+
+    assert readable(text, binary) == shown
