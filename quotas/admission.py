@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from fleet.models import Cluster
@@ -25,7 +25,7 @@ from kube.resources import PodSpecError, UnsupportedWorkloadError, workload_comp
 
 from . import accounting as acc
 from .models import QuotaCharge, QuotaGroup
-from .status import lock, parsed
+from .status import lock, parsed, store_statuses
 
 SCALABLE = {"deployments": "Deployment", "statefulsets": "StatefulSet", "replicasets": "ReplicaSet", "rollouts": "Rollout"}
 HPA_RESOURCE = "horizontalpodautoscalers"
@@ -288,23 +288,9 @@ def _run(items, keys, entries: Mapping[Key, Entry], groups: dict[str, GroupState
     return decisions, final
 
 
-def _write_statuses(states: Sequence[GroupState]) -> None:
-    """One prepared UPDATE for every changed group: ``bulk_update`` builds a CASE per row and
-    costs more than the whole decision; this is the batch's hot write."""
-    if not states:
-        return
-    used, self_used = (QuotaGroup._meta.get_field(name) for name in ("used", "self_used"))
-    quote = connection.ops.quote_name
-    sql = (f"UPDATE {quote(QuotaGroup._meta.db_table)} SET {quote('used')} = %s, {quote('self_used')} = %s, "
-           f"{quote('version')} = {quote('version')} + 1 WHERE {quote('id')} = %s")
-    rows = [(used.get_db_prep_save(acc.canonical(s.used), connection), self_used.get_db_prep_save(acc.canonical(s.self_used), connection),
-             s.pk) for s in states]
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)
-
-
 def _write(groups: Mapping[str, GroupState], entries: Mapping[Key, Entry], final: Mapping[Key, Entry | None]) -> None:
-    _write_statuses([state for state in groups.values() if state.changed])
+    store_statuses([(state.pk, acc.canonical(state.used), acc.canonical(state.self_used))
+                    for state in groups.values() if state.changed])
     group_ids = {name: state.pk for name, state in groups.items()}
     now = timezone.now()
     create, update, delete = [], [], []

@@ -11,23 +11,25 @@ the group's row lock, so it can never undo an admission that commits meanwhile.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from core import events
 from core.audit import record_change
 from fleet.models import Cluster, Pod, Workload
+from fleet.sync import insert_rows
 from kube.resources import quota_usage
 
 from . import accounting as acc
 from .models import CashSample, QuotaCharge, QuotaGroup
-from .services import write_status, lock, parsed
+from .status import lock, parsed, status_of, store_statuses, write_status
 
 CHUNK = 200
 SAMPLES_KEPT = 500
@@ -40,27 +42,48 @@ def _pod_usage(requests: dict[str, str], limits: dict[str, str]) -> acc.Resource
 
 
 class ChargeCache:
-    """Workloads of one shape share their per-replica charge: 100k workloads, few shapes."""
+    """Workloads of one shape share their charge: 100k workloads, a few hundred shapes."""
 
     def __init__(self) -> None:
         self._seen: dict[tuple, acc.ResourceList] = {}
+        self._stored: dict[tuple, tuple[dict[str, str], dict[str, str]]] = {}
+
+    @staticmethod
+    def _key(requests: dict[str, str], limits: dict[str, str], labels: dict[str, str]) -> tuple:
+        models = tuple(labels.get(label, "") for label in acc.MODEL_LABELS.values())
+        return tuple(sorted(requests.items())), tuple(sorted(limits.items())), models
 
     def per_replica(self, requests: dict[str, str], limits: dict[str, str], labels: dict[str, str]) -> acc.ResourceList:
-        models = tuple(labels.get(label, "") for label in acc.MODEL_LABELS.values())
-        key = (tuple(sorted(requests.items())), tuple(sorted(limits.items())), models)
+        key = self._key(requests, limits, labels)
         if key not in self._seen:
             self._seen[key] = acc.workload_charge(_pod_usage(requests, limits), labels)
         return self._seen[key]
+
+    def stored(self, requests: dict[str, str], limits: dict[str, str], labels: dict[str, str],
+               replicas: int) -> tuple[dict[str, str], dict[str, str]]:
+        """(per-replica, total) charge as stored: canonical strings."""
+        key = (self._key(requests, limits, labels), replicas)
+        if key not in self._stored:
+            per_replica = self.per_replica(requests, limits, labels)
+            self._stored[key] = acc.canonical(per_replica), acc.canonical(acc.scaled(per_replica, replicas))
+        return self._stored[key]
+
+
+LEDGER_COLUMNS = ("pk", "namespace", "kind", "name", "group_id", "api_version", "spec_replicas", "replicas",
+                  "hpa_max_replicas", "per_replica", "charge", "observed", "admitted_at")
+COMPARED = LEDGER_COLUMNS[4:12]
 
 
 def sync_ledger(cluster: Cluster, keys: Sequence[tuple[str, str, str]] | None = None, *,
                 cache: ChargeCache | None = None) -> set[str]:
     """Align the cluster's charges with its inventory (all, or the given workload keys).
 
-    Returns the names of the groups whose charges changed.
+    Returns the names of the groups whose charges changed. Rows are compared as tuples, not
+    model instances: at 100k workloads the ORM's per-object cost would be most of the work.
     """
     cache = cache or ChargeCache()
     groups = dict(QuotaGroup.objects.values_list("name", "pk"))
+    names = {pk: name for name, pk in groups.items()}
     workloads = Workload.objects.filter(cluster=cluster, labels__has_key=acc.GROUP_LABEL)
     charges = QuotaCharge.objects.filter(cluster=cluster)
     if keys is not None:
@@ -68,45 +91,51 @@ def sync_ledger(cluster: Cluster, keys: Sequence[tuple[str, str, str]] | None = 
         for namespace, kind, name in keys:
             key_q |= Q(namespace=namespace, kind=kind, name=name)
         workloads, charges = Workload.objects.filter(cluster=cluster).filter(key_q), charges.filter(key_q)
-    existing = {(c.namespace, c.kind, c.name): c for c in charges.select_related("group")}
+    existing = {row[1:4]: dict(zip(LEDGER_COLUMNS, row, strict=True))
+                for row in charges.values_list(*LEDGER_COLUMNS).iterator(chunk_size=5000)}
     present: set[tuple[str, str, str]] = set()
-    create, update, delete = [], [], []
+    create, update = [], []
     touched: set[str] = set()
     now = timezone.now()
     rows = workloads.values_list("namespace", "kind", "api_version", "name", "labels", "replicas", "pod_requests", "pod_limits")
-    for namespace, kind, api_version, name, labels, replicas, requests, limits in rows.iterator(chunk_size=2000):
+    for namespace, kind, api_version, name, labels, replicas, requests, limits in rows.iterator(chunk_size=5000):
         group = acc.group_of(labels)
-        key = (namespace, kind, name)
-        current = existing.get(key)
         if group is None or group not in groups:
             continue
+        key = (namespace, kind, name)
         present.add(key)
-        per_replica = cache.per_replica(requests or {}, limits or {}, labels or {})
-        hpa_max = current.hpa_max_replicas if current is not None else None
+        current = existing.get(key)
+        hpa_max = current["hpa_max_replicas"] if current is not None else None
         charged = max(replicas, hpa_max or 0)
+        per_replica, charge = cache.stored(requests or {}, limits or {}, labels or {}, charged)
         values = {"group_id": groups[group], "api_version": api_version, "spec_replicas": replicas, "replicas": charged,
-                  "hpa_max_replicas": hpa_max, "per_replica": acc.canonical(per_replica),
-                  "charge": acc.canonical(acc.scaled(per_replica, charged)), "observed": True}
+                  "hpa_max_replicas": hpa_max, "per_replica": per_replica, "charge": charge, "observed": True}
         if current is None:
-            create.append(QuotaCharge(cluster=cluster, namespace=namespace, kind=kind, name=name, admitted_at=now,
-                                      source=QuotaCharge.Source.INVENTORY, **values))
+            create.append(dict(values, cluster_id=cluster.pk, namespace=namespace, kind=kind, name=name, admitted_at=now,
+                               source=QuotaCharge.Source.INVENTORY))
             touched.add(group)
-        elif any(getattr(current, f) != v for f, v in values.items()):
-            touched.update({group, current.group.name})
-            for f, v in values.items():
-                setattr(current, f, v)
-            update.append(current)
+        elif any(current[f] != values[f] for f in COMPARED):
+            touched.update({group, names[current["group_id"]]})
+            update.append(QuotaCharge(pk=current["pk"], updated=now, **values))
     synced = cluster.last_sync
-    for key, charge in existing.items():
-        if key not in present and (synced is None or charge.admitted_at < synced):
-            delete.append(charge.pk)
-            touched.add(charge.group.name)
+    gone = [row for key, row in existing.items() if key not in present and (synced is None or row["admitted_at"] < synced)]
+    delete = [row["pk"] for row in gone]
+    touched.update(names[row["group_id"]] for row in gone)
     with transaction.atomic():
-        QuotaCharge.objects.bulk_create(create, batch_size=1000, ignore_conflicts=True)
-        QuotaCharge.objects.bulk_update(update, ["group", "api_version", "spec_replicas", "replicas", "hpa_max_replicas",
-                                                 "per_replica", "charge", "observed", "updated"], batch_size=1000)
+        _insert_charges(create, now)
+        QuotaCharge.objects.bulk_update(update, [*COMPARED, "updated"], batch_size=1000)
         QuotaCharge.objects.filter(pk__in=delete).delete()
     return touched
+
+
+def _insert_charges(rows: list[dict], now: datetime) -> None:
+    """The inventory's plain multi-row insert; should an admission have created one of these
+    workloads' rows meanwhile, the slower conflict-ignoring insert takes over."""
+    try:
+        with transaction.atomic():
+            insert_rows(QuotaCharge, rows, now)
+    except IntegrityError:
+        QuotaCharge.objects.bulk_create([QuotaCharge(updated=now, **row) for row in rows], batch_size=1000, ignore_conflicts=True)
 
 
 def refresh_groups(names: Iterable[str] | None = None) -> int:
@@ -125,24 +154,32 @@ def refresh_groups(names: Iterable[str] | None = None) -> int:
 
 
 def _refresh_chunk(ids: list[int]) -> int:
-    changed = 0
+    """Recompute a chunk of groups under their locks. Identical charges are counted, not
+    added one by one: a group's thousands of workloads come in a handful of shapes."""
     with transaction.atomic():
         groups = lock(ids, by="pk")
+        shapes: Counter[tuple[int, tuple]] = Counter(
+            (group_id, tuple(sorted(charge.items())))
+            for group_id, charge in QuotaCharge.objects.filter(group_id__in=ids).values_list("group_id", "charge").iterator(5000))
         sums: dict[int, acc.ResourceList] = defaultdict(dict)
-        for group_id, charge in QuotaCharge.objects.filter(group_id__in=ids).values_list("group_id", "charge").iterator(2000):
-            sums[group_id] = acc.add(sums[group_id], parsed(charge))
+        for (group_id, shape), count in shapes.items():
+            sums[group_id] = acc.add(sums[group_id], acc.scaled(_parsed_shape(shape), count))
         children: dict[int, list[acc.ResourceList]] = defaultdict(list)
         for parent_id, hard in QuotaGroup.objects.filter(parent_id__in=ids).values_list("parent_id", "hard"):
             children[parent_id].append(parsed(hard))
+        changed = []
         for group in groups.values():
             cash = {k: v for k, v in parsed(group.self_used).items() if acc.cash_base(k)}
-            before = (group.used, group.self_used)
-            self_used = sums[group.pk] | cash
-            used, own = acc.group_status(parsed(group.hard), self_used, children[group.pk])
-            if (acc.canonical(used), acc.canonical(own)) != before:
-                write_status(group, self_used, children[group.pk])
-                changed += 1
-    return changed
+            used, own = status_of(parsed(group.hard), sums[group.pk] | cash, children[group.pk])
+            if (used, own) != (group.used, group.self_used):
+                changed.append((group.pk, used, own))
+        store_statuses(changed)
+    return len(changed)
+
+
+@lru_cache(maxsize=65536)
+def _parsed_shape(shape: tuple[tuple[str, str], ...]) -> acc.ResourceList:
+    return parsed(dict(shape))
 
 
 # ---------------------------------------------------------------------------- cash
