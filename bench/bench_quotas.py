@@ -128,7 +128,7 @@ def bench_tree_page(groups: int) -> None:
           f"server time (goal ≤500 ms), {len(queries)} queries, {len(response.content) / 1024:.0f} KiB")
 
 
-def bench_webhook(seconds: float, callers: int, groups: int) -> None:
+def bench_webhook(seconds: float, callers: int, groups: int, workers: int = 1) -> None:
     from django.conf import settings
 
     from bench_nodeconfig import BARE_APP, _serve, load
@@ -163,7 +163,7 @@ def bench_webhook(seconds: float, callers: int, groups: int) -> None:
         return out
 
     results = {}
-    server, port = _serve("config.asgi:application", env, str(ROOT))
+    server, port = _serve("config.asgi:application", dict(env, WEB_CONCURRENCY=str(workers)), str(ROOT))
     try:
         load(port, requests("warm", lambda i: f"hook-{i % groups}"), 1.0, callers)
         for label, group_of in (("spread over %d groups" % groups, lambda i: f"hook-{i % groups}"), ("one hot group", lambda i: "hook-0")):
@@ -186,7 +186,7 @@ def bench_webhook(seconds: float, callers: int, groups: int) -> None:
         bare.wait()
     engine = "PostgreSQL" if "postgres" in os.environ.get("DATABASE_URL", "") else "SQLite"
     for label, (rps, p50, p99, statuses) in results.items():
-        print(f"webhook, {callers} concurrent callers, one uvicorn worker, {engine}, every request admitted and committed, "
+        print(f"webhook, {callers} concurrent callers, {workers} uvicorn worker(s), {engine}, every request admitted and committed, "
               f"{label}: {rps:,.0f} decisions/s, p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, statuses {statuses} "
               f"(goal ≥500/s, p99 ≤30 ms); ratio to bare ASGI {rps / bare_rps:.3f}")
     print("  (closed loop: every caller sends again the moment it is answered, so latency is queueing: callers / rate)")
@@ -245,13 +245,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--callers", type=int, default=64)
     parser.add_argument("--webhook-groups", type=int, default=64)
+    parser.add_argument("--webhook-workers", type=int, default=1, help="uvicorn worker processes")
     args = parser.parse_args()
     from bench_fleet import setup
 
     setup(os.environ.get("BENCH_DATABASE_URL"))
     bench_resync(args.groups, args.workloads)
     bench_tree_page(args.groups)
-    bench_webhook(args.seconds, args.callers, args.webhook_groups)
+    bench_webhook(args.seconds, args.callers, args.webhook_groups, args.webhook_workers)
 
 
 if __name__ == "__main__":

@@ -205,7 +205,9 @@ def evaluate(groups: Mapping[str, GroupState], old: Entry | None, new: Entry | N
 def _entries(keys: set[Key]) -> dict[Key, Entry]:
     if not keys:
         return {}
-    rows = QuotaCharge.objects.filter(cluster_id__in={k[0] for k in keys}, name__in={k[3] for k in keys}).values_list(
+    rows = QuotaCharge.objects.filter(  # every column of the unique index, so it is a lookup, not a scan
+        cluster_id__in={k[0] for k in keys}, namespace__in={k[1] for k in keys}, kind__in={k[2] for k in keys},
+        name__in={k[3] for k in keys}).values_list(
         "pk", "cluster_id", "namespace", "kind", "name", "group__name", "api_version", "spec_replicas", "hpa_max_replicas",
         "per_replica", "charge")
     found = {}
