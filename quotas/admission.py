@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from fleet.models import Cluster
+from fleet.sync import insert_rows
 from kube.admission import AdmissionRequest
 from kube.resources import PodSpecError, UnsupportedWorkloadError, workload_components, workload_kind
 
@@ -70,7 +71,12 @@ class Outside(Exception):
 
 
 class _Moved(Exception):
-    """An entry changed group between reading it and locking: read again."""
+    """Entries name groups the batch did not lock (they moved, or were not read before
+    locking): start over, locking these too."""
+
+    def __init__(self, names: set[str]) -> None:
+        super().__init__(", ".join(sorted(names)))
+        self.names = names
 
 
 # ---------------------------------------------------------------------------- planning (pure)
@@ -231,11 +237,12 @@ def _group_names(items: Sequence[tuple[Cluster, AdmissionRequest]], entries: Map
 
 def decide_batch(items: Sequence[tuple[Cluster, AdmissionRequest]], *, attempts: int = 5) -> list[Decision]:
     """Decide the requests in order, as if one after another, in one transaction."""
+    extra: set[str] = set()
     for _ in range(attempts):
         try:
-            return _decide_once(items)
-        except _Moved:
-            continue
+            return _decide_once(items, extra)
+        except _Moved as moved:
+            extra |= moved.names
     return [Decision(allowed=False, message="the workload's quota group changed concurrently; try again") for _ in items]
 
 
@@ -249,17 +256,24 @@ def _keys(items: Sequence[tuple[Cluster, AdmissionRequest]]) -> list[Key | Decis
     return keys
 
 
-def _decide_once(items: Sequence[tuple[Cluster, AdmissionRequest]]) -> list[Decision]:
+def _creates_only(items: Sequence[tuple[Cluster, AdmissionRequest]]) -> bool:
+    """Plain creates name their groups in their labels: no ledger read is needed to lock."""
+    return all(r.operation == "CREATE" and not r.sub_resource and r.resource.get("resource") != HPA_RESOURCE
+               for _, r in items)
+
+
+def _decide_once(items: Sequence[tuple[Cluster, AdmissionRequest]], extra: set[str]) -> list[Decision]:
     keys = _keys(items)
     wanted = {k for k in keys if not isinstance(k, Decision)}
     if not wanted:
         return list(keys)  # type: ignore[arg-type]
-    names = _group_names(items, _entries(wanted))
+    names = _group_names(items, {} if _creates_only(items) else _entries(wanted)) | extra
     with transaction.atomic():
         locked = lock(names)
         entries = _entries(wanted)
-        if _group_names(items, entries) - names:
-            raise _Moved  # an entry moved to a group not locked here; roll back and start over
+        missing = _group_names(items, entries) - names
+        if missing:
+            raise _Moved(missing)
         groups = {name: GroupState(g.pk, parsed(g.hard), parsed(g.used), parsed(g.self_used)) for name, g in locked.items()}
         decisions, final = _run(items, keys, entries, groups)
         _write(groups, entries, final)
@@ -311,10 +325,14 @@ def _write(groups: Mapping[str, GroupState], entries: Mapping[Key, Entry], final
     if delete:
         QuotaCharge.objects.filter(pk__in=delete).delete()
     if create:
-        QuotaCharge.objects.bulk_create(create)
+        insert_rows(QuotaCharge, [_row(charge) for charge in create], now)
     if update:
         QuotaCharge.objects.bulk_update(update, ["group", "api_version", "replicas", "spec_replicas", "hpa_max_replicas",
                                                  "per_replica", "charge", "source", "admitted_at", "updated"])
+
+
+def _row(charge: QuotaCharge) -> dict[str, Any]:
+    return {f.attname: getattr(charge, f.attname) for f in QuotaCharge._meta.concrete_fields if not f.primary_key}
 
 
 # ---------------------------------------------------------------------------- entry points

@@ -201,3 +201,28 @@ def test_what_if_commits_nothing(ads):
     assert decision.allowed and decision.delta == {"limits.cpu": "4", "limits.cpu.A4": "4", "pods": "1"}
     assert services.what_if(deployment("too-much", cpu="5", cpu_type="A4")).allowed is False
     assert QuotaGroup.objects.get(name="ads").used["limits.cpu"] == "0" and not QuotaCharge.objects.exists()
+
+
+def test_a_create_for_a_workload_charged_elsewhere_locks_both_groups(client, webhook_token, ads):
+    """A create names only its new group; the ledger says the workload is charged to another:
+    the batch starts over locking both, and the old charge is released, not leaked."""
+    services.create_group(name="search", parent=None, hard={"limits.cpu": "5"})
+    post_review(client, webhook_token, review(deployment("again", cpu="3")))
+    assert used("ads")["limits.cpu"] == "3"
+    assert post_review(client, webhook_token, review(deployment("again", group="search", cpu="2")))["allowed"] is True
+    assert used("ads")["limits.cpu"] == "0" and used("search")["limits.cpu"] == "2"
+    assert QuotaCharge.objects.get(name="again").group.name == "search"
+
+
+def test_a_batch_is_decided_in_order_against_running_totals(cluster, ads):
+    from kube.admission import parse_admission_review
+    from quotas.admission import decide_batch
+
+    requests = [parse_admission_review(review(deployment(f"b{i}", cpu="3"))) for i in range(4)]
+    requests.append(parse_admission_review(review(deployment("b0", cpu="1"), operation="UPDATE", old=deployment("b0", cpu="3"))))
+    requests.append(parse_admission_review(review(deployment("b9", cpu="2"), dry_run=True)))
+    decisions = decide_batch([(cluster, r) for r in requests])
+    assert [d.allowed for d in decisions] == [True, True, True, False, True, True]
+    assert "requested 3, used 9, hard 10" in decisions[3].message
+    assert used("ads")["limits.cpu"] == "7", "3+3+3, then b0 shrank to 1; the dry run added nothing"
+    assert QuotaCharge.objects.filter(group__name="ads").count() == 3
