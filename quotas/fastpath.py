@@ -12,6 +12,7 @@ still serialise writers per group; the threads only remove the per-request overh
 from __future__ import annotations
 
 import asyncio
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -72,9 +73,24 @@ class AdmissionFastPath:
             work = loop.run_in_executor(self._pool, _decide_on_pool_thread, [(a, b) for a, b, _ in batch])
             work.add_done_callback(lambda done, batch=batch: self._finish(loop, done, batch))
 
+    def close(self) -> None:
+        """Close every pool thread's database connections, then the pool (tests, shutdown)."""
+        if self._pool is None:
+            return
+        barrier = threading.Barrier(self.threads)
+
+        def close_here() -> None:
+            barrier.wait(timeout=10)  # one task per thread: each closes its own connections
+            connections.close_all()
+
+        for future in [self._pool.submit(close_here) for _ in range(self.threads)]:
+            future.result(timeout=30)
+        self._pool.shutdown()
+        self._pool, self._pending, self._running = None, [], 0
+
     def _finish(self, loop: asyncio.AbstractEventLoop, done: asyncio.Future, batch: list) -> None:
         self._running -= 1
-        results = [UNAVAILABLE] * len(batch) if done.exception() is not None else done.result()
+        results = [UNAVAILABLE] * len(batch) if done.cancelled() or done.exception() is not None else done.result()
         for (_, _, answer), result in zip(batch, results, strict=True):
             if not answer.done():
                 answer.set_result(result)

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from core.redis import get_redis
 from fleet.tokens import issue_token, revoke_token
 from nodeconfig.agent import etag_key
-from nodeconfig.models import ConfigTarget, NodeConfig
+from nodeconfig.models import NodeConfig
 from nodeconfig.services import TargetSpec, save_target
 
 from .conftest import settle

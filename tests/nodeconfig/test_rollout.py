@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
 
 import pytest
-from django.db import connection, connections
-from django.utils import timezone
+from django.db import connections
 
 from core.models import ObjectChange
 from nodeconfig.agent import record_reports

@@ -6,7 +6,7 @@ import pytest
 
 from core.events import current_sequence
 from nodeconfig.agent import record_reports
-from nodeconfig.models import ConfigTarget, ConfigType, NodeConfig
+from nodeconfig.models import ConfigType, NodeConfig
 from nodeconfig.rollout import publish_progress
 from nodeconfig.services import TargetSpec, save_config_type, save_target
 

@@ -35,7 +35,8 @@ def server(transactional_db):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    instance = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off", log_level="warning"))
+    instance = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off", log_level="warning",
+                                             timeout_keep_alive=60))
     thread = threading.Thread(target=instance.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 15
@@ -45,12 +46,15 @@ def server(transactional_db):
     yield f"http://127.0.0.1:{port}"
     instance.should_exit = True
     thread.join(timeout=10)
+    application.application_mapping["http"].close()  # its threads' connections, before the test database goes
 
 
 def fire(url: str, token: str, bodies: list[dict]) -> list[dict]:
     """Send every review at once from many threads, as many API servers would."""
     barrier = threading.Barrier(min(len(bodies), 64))
-    client = httpx.Client(timeout=60, limits=httpx.Limits(max_connections=64))
+    # A fresh connection per request: a pooled keep-alive connection the server is closing
+    # just then would fail the request for reasons that have nothing to do with admission.
+    client = httpx.Client(timeout=60, limits=httpx.Limits(max_connections=64, max_keepalive_connections=0))
 
     def send(body: dict) -> dict:
         try:
