@@ -20,5 +20,5 @@ class QuotasConfig(AppConfig):
 def _queue_ledger_sync(sender, cluster, keys, **_) -> None:
     from .tasks import sync_workloads
 
-    for start in range(0, len(keys), 5000):
-        sync_workloads.delay(cluster.name, [list(k) for k in keys[start : start + 5000]])
+    for start in range(0, len(keys), 2000):
+        sync_workloads.delay(cluster.name, [list(k) for k in keys[start : start + 2000]])

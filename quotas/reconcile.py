@@ -86,19 +86,22 @@ def sync_ledger(cluster: Cluster, keys: Sequence[tuple[str, str, str]] | None = 
     names = {pk: name for name, pk in groups.items()}
     workloads = Workload.objects.filter(cluster=cluster, labels__has_key=acc.GROUP_LABEL)
     charges = QuotaCharge.objects.filter(cluster=cluster)
-    if keys is not None:
-        key_q = Q(pk__in=[])
-        for namespace, kind, name in keys:
-            key_q |= Q(namespace=namespace, kind=kind, name=name)
+    wanted = None
+    if keys is not None:  # IN lists (a superset, narrowed below): an OR per key would outgrow SQLite's parser
+        wanted = {tuple(k) for k in keys}
+        key_q = Q(namespace__in={k[0] for k in wanted}, kind__in={k[1] for k in wanted}, name__in={k[2] for k in wanted})
         workloads, charges = Workload.objects.filter(cluster=cluster).filter(key_q), charges.filter(key_q)
     existing = {row[1:4]: dict(zip(LEDGER_COLUMNS, row, strict=True))
-                for row in charges.values_list(*LEDGER_COLUMNS).iterator(chunk_size=5000)}
+                for row in charges.values_list(*LEDGER_COLUMNS).iterator(chunk_size=5000)
+                if wanted is None or row[1:4] in wanted}
     present: set[tuple[str, str, str]] = set()
     create, update = [], []
     touched: set[str] = set()
     now = timezone.now()
     rows = workloads.values_list("namespace", "kind", "api_version", "name", "labels", "replicas", "pod_requests", "pod_limits")
     for namespace, kind, api_version, name, labels, replicas, requests, limits in rows.iterator(chunk_size=5000):
+        if wanted is not None and (namespace, kind, name) not in wanted:
+            continue
         group = acc.group_of(labels)
         if group is None or group not in groups:
             continue

@@ -129,3 +129,12 @@ def test_cash_accrues_from_pod_time_and_exhaustion_blocks_admission(client, sync
     assert denied["allowed"] is False and "cash/limits.cpu" in denied["status"]["message"]
     assert Pod.objects.filter(workload_id__in=workload_ids, finished_at__isnull=True).count() == pods.count(), \
         "exhausted cash never stops running workloads"
+
+
+def test_an_event_driven_sync_of_thousands_of_keys(synced, groups):
+    """After a first sync every workload is new: thousands of keys in one task."""
+    labelled = list(Workload.objects.filter(labels__has_key=acc.GROUP_LABEL).values_list("namespace", "kind", "name"))
+    noise = [("ns", "Deployment", f"missing-{i}") for i in range(3000)]
+    touched = sync_ledger(synced, labelled + noise)
+    assert QuotaCharge.objects.count() == len(labelled) and touched
+    assert sync_ledger(synced, labelled[:1]) == set(), "a second pass over the same key changes nothing"
