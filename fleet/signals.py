@@ -8,6 +8,3 @@ nodes_changed = Signal()
 #: Sent after a sync commits, with ``cluster`` and ``keys`` ((namespace, kind, name)) of the
 #: workloads created, changed or gone.
 workloads_changed = Signal()
-
-#: Sent after commit with ``key_hashes`` of cluster tokens just revoked (caches must drop them).
-tokens_revoked = Signal()

@@ -17,11 +17,11 @@ from core.context import current_actor
 from core.models import hash_token
 
 from .models import Cluster, ClusterToken
-from .signals import tokens_revoked
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)
-#: Machine callers (webhooks) authenticate on every request: the token's cluster is cached
-#: by the token's hash for this long, and dropped at once when the token is revoked.
+#: Machine callers (node agents, webhooks) authenticate on every request: the token's
+#: cluster is cached by the token's hash for this long, and dropped at once when the token is
+#: revoked. The value is "<cluster id>:<cluster name>"; ASGI fast paths read it directly.
 CACHE_SECONDS = 30
 CACHE_KEY = "meridian:fleet:token:{kind}:{digest}"
 TOKEN_PREFIX = {"agent": "mag_", "webhook": "mwh_"}
@@ -103,4 +103,3 @@ def _revoked(digests: list[str]) -> None:
     keys = [CACHE_KEY.format(kind=kind, digest=d) for d in digests for kind in TOKEN_PREFIX]
     if keys:
         get_redis().delete(*keys)
-    tokens_revoked.send(sender=ClusterToken, key_hashes=digests)

@@ -8,7 +8,7 @@ whose ``If-None-Match`` still holds is answered from two Redis reads (see ``fast
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,10 +16,8 @@ import orjson
 from django.db import transaction
 from django.utils import timezone
 
-from core.models import hash_token
 from core.redis import get_redis
 from fleet.models import Cluster, Node
-from fleet.tokens import authenticate
 
 from .models import ConfigType, NodeConfig
 from .planning import deep_merge, node_etag
@@ -27,8 +25,6 @@ from .reconcile import mark_dirty
 
 ETAG_KEY = "meridian:nodeconfig:etag:{cluster}/{node}"
 BODY_KEY = "meridian:nodeconfig:configs:{etag}"
-TOKEN_KEY = "meridian:nodeconfig:agent-token:{digest}"
-TOKEN_CACHE_SECONDS = 30
 #: ETags also expire, so one changed behind the reconciler's back (a restored database)
 #: heals within the hour; each node then costs one full poll per hour.
 ETAG_SECONDS = 3600
@@ -45,30 +41,6 @@ class ReportError(ValueError):
 
 def etag_key(cluster: str, node: str) -> str:
     return ETAG_KEY.format(cluster=cluster, node=node)
-
-
-def token_key(raw: str) -> str:
-    return TOKEN_KEY.format(digest=hash_token(raw))
-
-
-def agent_cluster(raw: str) -> str | None:
-    """The cluster an agent token belongs to (cached briefly in Redis for the poll fast path)."""
-    token = authenticate(raw, "agent")
-    if token is None:
-        return None
-    ttl = TOKEN_CACHE_SECONDS
-    if token.expires is not None:
-        ttl = min(ttl, int((token.expires - timezone.now()).total_seconds()))
-    if ttl > 0:
-        get_redis().set(token_key(raw), token.cluster.name, ex=ttl)
-    return token.cluster.name
-
-
-def forget_token_hashes(digests: Iterable[str]) -> None:
-    """Revoked tokens leave the fast path's cache at once, not after its expiry."""
-    keys = [TOKEN_KEY.format(digest=d) for d in digests]
-    if keys:
-        get_redis().delete(*keys)
 
 
 # ---------------------------------------------------------------------------- effective config

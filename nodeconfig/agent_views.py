@@ -17,8 +17,9 @@ from django.views.decorators.http import require_GET, require_POST
 from core.context import acting_as
 from core.redis import get_redis
 from fleet.models import Node
+from fleet.tokens import token_cluster
 
-from .agent import ReportError, agent_cluster, effective_config, etag_key, parse_report, record_reports, remember, token_key
+from .agent import ReportError, effective_config, etag_key, parse_report, record_reports, remember
 
 MAX_REPORT_BYTES = 1_000_000
 
@@ -34,11 +35,10 @@ def _authorize(request: HttpRequest, cluster: str) -> HttpResponse | None:
     raw = bearer(request)
     if not raw:
         return _problem(401, "unauthenticated", "Send Authorization: Bearer <agent token>.")
-    cached = get_redis().get(token_key(raw))
-    owner = cached.decode() if cached else agent_cluster(raw)
+    owner = token_cluster(raw, "agent")
     if owner is None:
         return _problem(401, "unauthenticated", "The agent token is unknown, expired or revoked.")
-    if owner != cluster:
+    if owner[1] != cluster:
         return _problem(403, "forbidden", "This agent token belongs to another cluster.")
     return None
 

@@ -12,14 +12,13 @@ class NodeconfigConfig(AppConfig):
 
         from core.events import register_topic_kind
         from core.roles import grant_to_operators
-        from fleet.signals import nodes_changed, tokens_revoked
+        from fleet.signals import nodes_changed
 
         grant_to_operators("nodeconfig.emergency_downgrade", "nodeconfig.manage_rollout", "nodeconfig.add_configtarget",
                            "nodeconfig.change_configtarget", "nodeconfig.delete_configtarget")
         register_topic_kind("nodeconfig", permission="nodeconfig.view_configtarget")
         register_topic_kind("nodeconfig-target", permission="nodeconfig.view_configtarget")
         nodes_changed.connect(_queue_node_reconcile, dispatch_uid="nodeconfig-nodes-changed")
-        tokens_revoked.connect(_forget_tokens, dispatch_uid="nodeconfig-tokens-revoked")
         from .seed_types import ensure_seed_types
 
         post_migrate.connect(ensure_seed_types, sender=self, dispatch_uid="nodeconfig-seed-types")
@@ -30,9 +29,3 @@ def _queue_node_reconcile(sender, cluster, names, **_) -> None:
 
     for start in range(0, len(names), 5000):
         reconcile_nodes_task.delay(cluster.name, names[start : start + 5000])
-
-
-def _forget_tokens(sender, key_hashes, **_) -> None:
-    from .agent import forget_token_hashes
-
-    forget_token_hashes(key_hashes)

@@ -3,7 +3,7 @@
 100k nodes polling every 30 s is ~3,300 requests/s, and nearly all of them ask "has my
 config changed?" when it has not. This ASGI wrapper answers those with one Redis round trip
 (the token's cluster and the node's current ETag, both written by Django code: the token
-cache by ``agent.agent_cluster``, the ETag by the reconciler after commit). When the config
+cache by ``fleet.tokens.token_cluster``, the ETag by the reconciler after commit). When the config
 did change, a fleet-wide target makes every node fetch at once; ETags are content-addressed,
 so the configs cached under the new ETag by the first node's full poll serve all the others
 from a second round trip. Anything it is not sure about, and requests sent with
@@ -20,7 +20,9 @@ import redis.asyncio as aioredis
 
 import orjson
 
-from .agent import BODY_KEY, ETAG_KEY, TOKEN_KEY
+from fleet.tokens import CACHE_KEY
+
+from .agent import BODY_KEY, ETAG_KEY
 
 POLL_PATH = re.compile(r"^/api/agent/v1/clusters/(?P<cluster>[^/]+)/nodes/(?P<node>[^/]+)/config$")
 
@@ -61,12 +63,12 @@ class AgentPollFastPath:
                 return False  # the agent asks for a fresh read: let Django build it
         if not token:
             return False
-        token_key = TOKEN_KEY.format(digest=hashlib.sha256(token.encode()).hexdigest())
+        token_key = CACHE_KEY.format(kind="agent", digest=hashlib.sha256(token.encode()).hexdigest())
         etag_key = ETAG_KEY.format(cluster=match["cluster"], node=match["node"])
         redis = self._redis()
         try:
             owner, etag = await redis.mget(token_key, etag_key)
-            if owner is None or etag is None or owner.decode() != match["cluster"]:
+            if owner is None or etag is None or owner.partition(b":")[2].decode() != match["cluster"]:
                 return False
             if tags and etag in {t.strip().removeprefix(b"W/") for t in tags.split(b",")}:
                 await send({"type": "http.response.start", "status": 304, "headers": [(b"etag", etag)]})

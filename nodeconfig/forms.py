@@ -16,6 +16,7 @@ import yaml
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from core.forms import BlockFieldsForm
 from fleet.models import Cluster
 
 from .models import ConfigRevision, ConfigTarget, ConfigType
@@ -70,15 +71,6 @@ def parse_node_names(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for n in re.split(r"[\s,]+", text or "") if n))
 
 
-class NodeConfigForm(forms.Form):
-    """Each field renders in its own block (label, help, errors, widget) for the page layout."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for field in self.fields.values():
-            field.template_name = "nodeconfig/_field.html"
-
-
 class ClusterChoiceField(forms.ModelChoiceField):
     """A member cluster by name; empty means the whole fleet."""
 
@@ -87,7 +79,7 @@ class ClusterChoiceField(forms.ModelChoiceField):
         super().__init__(queryset=Cluster.objects.order_by("name"), to_field_name="name", required=False, **kwargs)
 
 
-class TargetForm(NodeConfigForm):
+class TargetForm(BlockFieldsForm):
     """Create or edit a config target; ``spec()`` turns the chosen mode's fields into a TargetSpec."""
 
     type = forms.ModelChoiceField(queryset=ConfigType.objects.all(), to_field_name="name", label=_("Config type"))
@@ -162,13 +154,13 @@ def initial_for(target: ConfigTarget) -> dict[str, Any]:
     }
 
 
-class ReasonForm(NodeConfigForm):
+class ReasonForm(BlockFieldsForm):
     """A write that must say why (delete, restore): the reason lands in the revision and the audit log."""
 
     reason = forms.CharField(max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
 
 
-class RollbackForm(NodeConfigForm):
+class RollbackForm(BlockFieldsForm):
     revision = forms.TypedChoiceField(coerce=int, label=_("Revision"))
     reason = forms.CharField(max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
 
@@ -180,7 +172,7 @@ class RollbackForm(NodeConfigForm):
         ]
 
 
-class RolloutForm(NodeConfigForm):
+class RolloutForm(BlockFieldsForm):
     """Pause, resume, advance or promote a paced rollout (the button pressed is ``action``)."""
 
     ACTIONS = [("pause", _("Pause")), ("resume", _("Resume")), ("advance", _("Advance one wave")),
@@ -190,7 +182,7 @@ class RolloutForm(NodeConfigForm):
     reason = forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 40}))
 
 
-class DiffForm(NodeConfigForm):
+class DiffForm(BlockFieldsForm):
     """Two revision numbers to compare (GET ``a`` and ``b``)."""
 
     a = forms.TypedChoiceField(coerce=int, label=_("From"))
@@ -205,7 +197,7 @@ class DiffForm(NodeConfigForm):
             self.initial.setdefault("b", revisions[0].number)
 
 
-class NodeFilterForm(NodeConfigForm):
+class NodeFilterForm(BlockFieldsForm):
     """The node table of a target: by acknowledgement state and cluster."""
 
     STATES = [("", _("Any state")), ("applied", _("Applied")), ("failed", _("Failed")), ("pending", _("Pending")),
@@ -215,7 +207,7 @@ class NodeFilterForm(NodeConfigForm):
     cluster = forms.CharField(required=False, max_length=63, label=_("Cluster"))
 
 
-class EmergencyForm(NodeConfigForm):
+class EmergencyForm(BlockFieldsForm):
     """The co-location downgrade: a scope, a reason, and the word DOWNGRADE typed out."""
 
     SCOPES = [("fleet", _("Whole fleet")), ("cluster", _("One cluster")), ("selector", _("Nodes matching a label selector"))]
@@ -259,7 +251,7 @@ class EmergencyForm(NodeConfigForm):
         return {"cluster": cluster, "selector": data["selector"].strip()}
 
 
-class ImportForm(NodeConfigForm):
+class ImportForm(BlockFieldsForm):
     yaml = forms.CharField(max_length=5_000_000, label=_("Upstream YAML"),
                            widget=forms.Textarea(attrs={"rows": 20, "spellcheck": "false", "class": "code"}),
                            help_text=_("One or more config.katalyst.kubewharf.io objects, separated by ---."))

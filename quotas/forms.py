@@ -17,6 +17,8 @@ import yaml
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from core.forms import BlockFieldsForm
+
 from .services import QuotaRefused
 
 #: ``key: quantity`` or ``key=quantity``; the value may be quoted as YAML would allow.
@@ -96,15 +98,6 @@ def add_refusal(form: forms.Form, exc: QuotaRefused) -> None:
     form.add_error(field, message)
 
 
-class QuotaForm(forms.Form):
-    """Each field renders in its own block (label, help, errors, widget), styled like the node config forms."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for field in self.fields.values():
-            field.template_name = "quotas/_field.html"
-
-
 class ResourceLinesField(forms.CharField):
     """A textarea of ``key: quantity`` lines, cleaned to a dict."""
 
@@ -121,7 +114,7 @@ def reason_field() -> forms.CharField:
                            help_text=_("Why you make this change; kept in the audit log."))
 
 
-class GroupCreateForm(QuotaForm):
+class GroupCreateForm(BlockFieldsForm):
     """A new root or child group. With a fixed parent (a detail page's "create child") that field is read-only."""
 
     parent = forms.CharField(required=False, max_length=253, label=_("Parent group"),
@@ -152,7 +145,7 @@ class GroupCreateForm(QuotaForm):
         return parse_usernames(self.cleaned_data.get("owners", ""))
 
 
-class ResizeForm(QuotaForm):
+class ResizeForm(BlockFieldsForm):
     """The group's whole ``hard``, prefilled: keys left out are removed (the services check what that implies)."""
 
     hard = ResourceLinesField(label=_("Hard limits"),
@@ -161,7 +154,7 @@ class ResizeForm(QuotaForm):
     reason = reason_field()
 
 
-class OwnersForm(QuotaForm):
+class OwnersForm(BlockFieldsForm):
     owners = forms.CharField(required=False, max_length=2000, label=_("Owners"),
                              help_text=_("Usernames, comma separated; empty removes every owner."))
     reason = reason_field()
@@ -170,11 +163,11 @@ class OwnersForm(QuotaForm):
         return parse_usernames(self.cleaned_data.get("owners", ""))
 
 
-class DeleteForm(QuotaForm):
+class DeleteForm(BlockFieldsForm):
     reason = reason_field()
 
 
-class MoveForm(QuotaForm):
+class MoveForm(BlockFieldsForm):
     """Part of this group's hard to a sibling. The target is checked by the services (siblings only)."""
 
     target = forms.CharField(max_length=253, label=_("Target sibling"))
@@ -195,7 +188,7 @@ class MoveForm(QuotaForm):
         return self.cleaned_data["target"].strip()
 
 
-class CheckForm(QuotaForm):
+class CheckForm(BlockFieldsForm):
     """The what-if: a workload manifest and an optional group that overrides its label."""
 
     workload = forms.CharField(max_length=MAX_MANIFEST, label=_("Workload (YAML or JSON)"),
