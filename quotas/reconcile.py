@@ -11,10 +11,9 @@ the group's row lock, so it can never undo an admission that commits meanwhile.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from functools import lru_cache
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -29,7 +28,7 @@ from kube.resources import quota_usage
 
 from . import accounting as acc
 from .models import CashSample, QuotaCharge, QuotaGroup
-from .status import lock, parsed, status_of, store_statuses, write_status
+from .status import charge_sums, lock, parsed, status_of, store_statuses, write_status
 
 CHUNK = 200
 SAMPLES_KEPT = 500
@@ -157,16 +156,10 @@ def refresh_groups(names: Iterable[str] | None = None) -> int:
 
 
 def _refresh_chunk(ids: list[int]) -> int:
-    """Recompute a chunk of groups under their locks. Identical charges are counted, not
-    added one by one: a group's thousands of workloads come in a handful of shapes."""
+    """Recompute a chunk of groups under their locks; returns how many changed."""
     with transaction.atomic():
         groups = lock(ids, by="pk")
-        shapes: Counter[tuple[int, tuple]] = Counter(
-            (group_id, tuple(sorted(charge.items())))
-            for group_id, charge in QuotaCharge.objects.filter(group_id__in=ids).values_list("group_id", "charge").iterator(5000))
-        sums: dict[int, acc.ResourceList] = defaultdict(dict)
-        for (group_id, shape), count in shapes.items():
-            sums[group_id] = acc.add(sums[group_id], acc.scaled(_parsed_shape(shape), count))
+        sums = charge_sums(ids)
         children: dict[int, list[acc.ResourceList]] = defaultdict(list)
         for parent_id, hard in QuotaGroup.objects.filter(parent_id__in=ids).values_list("parent_id", "hard"):
             children[parent_id].append(parsed(hard))
@@ -178,11 +171,6 @@ def _refresh_chunk(ids: list[int]) -> int:
                 changed.append((group.pk, used, own))
         store_statuses(changed)
     return len(changed)
-
-
-@lru_cache(maxsize=65536)
-def _parsed_shape(shape: tuple[tuple[str, str], ...]) -> acc.ResourceList:
-    return parsed(dict(shape))
 
 
 # ---------------------------------------------------------------------------- cash
