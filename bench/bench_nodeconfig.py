@@ -18,11 +18,8 @@ Runs on a fresh SQLite database under a temporary directory, or on ``BENCH_DATAB
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import random
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+
+from http_load import BARE_APP, load, serve  # noqa: E402
 
 MODELS = ("A1", "A2", "A3", "A4")
 POOLS = ("online", "offline", "mixed", "batch")
@@ -167,75 +166,6 @@ def bench_database(nodes: int, targets_count: int) -> dict:
 
 # ---------------------------------------------------------------------------- agent polls
 
-BARE_APP = """
-async def app(scope, receive, send):
-    if scope["type"] != "http":
-        return
-    await send({"type": "http.response.start", "status": 304, "headers": [(b"etag", b'"x"')]})
-    await send({"type": "http.response.body", "body": b""})
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _serve(app: str, env: dict, cwd: str) -> tuple[subprocess.Popen, int]:
-    port = _free_port()
-    process = subprocess.Popen([sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
-                                "--lifespan", "off", "--no-access-log", "--log-level", "warning", "--http", "httptools"],
-                               env=env, cwd=cwd)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return process, port
-        except OSError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError(f"{app} did not start")
-
-
-async def _client(port: int, requests: list[bytes], stop: float, latencies: list[float], statuses: dict) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    i = 0
-    while time.perf_counter() < stop:
-        request = requests[i % len(requests)]
-        i += 1
-        started = time.perf_counter()
-        writer.write(request)
-        head = await reader.readuntil(b"\r\n\r\n")
-        status = int(head[9:12])
-        length = 0
-        for line in head.split(b"\r\n"):
-            if line.lower().startswith(b"content-length:"):
-                length = int(line.split(b":")[1])
-        if length:
-            await reader.readexactly(length)
-        latencies.append(time.perf_counter() - started)
-        statuses[status] = statuses.get(status, 0) + 1
-    writer.close()
-
-
-def load(port: int, requests: list[bytes], seconds: float, connections: int) -> tuple[float, float, dict]:
-    latencies: list[float] = []
-    statuses: dict[int, int] = {}
-
-    async def run() -> None:
-        stop = time.perf_counter() + seconds
-        await asyncio.gather(*(_client(port, requests[c::connections] or requests, stop, latencies, statuses)
-                               for c in range(connections)))
-
-    started = time.perf_counter()
-    asyncio.run(run())
-    elapsed = time.perf_counter() - started
-    latencies.sort()
-    p99 = latencies[int(len(latencies) * 0.99)] if latencies else float("nan")
-    return len(latencies) / elapsed, p99, statuses
-
-
 def bench_polls(seconds: float, connections: int) -> None:
     from django.conf import settings
 
@@ -249,7 +179,7 @@ def bench_polls(seconds: float, connections: int) -> None:
     refresh_etags(node_ids)
     nodes = list(Node.objects.filter(pk__in=node_ids).select_related("cluster"))
     env = dict(os.environ, REDIS_URL=settings.REDIS_URL)
-    server, port = _serve("config.asgi:application", env, str(ROOT))
+    server, port = serve("config.asgi:application", env, str(ROOT))
     requests = []
     try:
         import httpx
@@ -263,31 +193,31 @@ def bench_polls(seconds: float, connections: int) -> None:
                              f"Authorization: Bearer {token}\r\nIf-None-Match: {etag}\r\n\r\n").encode())
         random.Random(1).shuffle(requests)
         load(port, requests, 1.0, connections)  # warm up
-        rps, p99, statuses = load(port, requests, seconds, connections)
+        polls = load(port, requests, seconds, connections)
         changed = [r.replace(b"If-None-Match", b"X-Ignored") for r in requests[:500]]
-        full_rps, full_p99, full_statuses = load(port, changed, seconds / 2, connections)
-        django_rps, django_p99, django_statuses = load(
-            port, [r.replace(b"\r\n\r\n", b"\r\nCache-Control: no-cache\r\n\r\n") for r in changed], seconds / 2, connections)
+        full = load(port, changed, seconds / 2, connections)
+        django = load(port, [r.replace(b"\r\n\r\n", b"\r\nCache-Control: no-cache\r\n\r\n") for r in changed], seconds / 2,
+                      connections)
     finally:
         server.terminate()
         server.wait()
     bare_dir = Path(os.environ["MERIDIAN_VAR_DIR"])
     (bare_dir / "bare_asgi.py").write_text(BARE_APP)
-    bare, bare_port = _serve("bare_asgi:app", dict(env, PYTHONPATH=str(bare_dir)), str(bare_dir))
+    bare_process, bare_port = serve("bare_asgi:app", dict(env, PYTHONPATH=str(bare_dir)), str(bare_dir))
     try:
         load(bare_port, [b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"], 1.0, connections)
-        bare_rps, bare_p99, _ = load(bare_port, [b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"], seconds, connections)
+        bare = load(bare_port, [b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"], seconds, connections)
     finally:
-        bare.terminate()
-        bare.wait()
+        bare_process.terminate()
+        bare_process.wait()
     print(f"agent poll 304 path, one uvicorn worker, {connections} keep-alive connections, {len(requests):,} nodes: "
-          f"{rps:,.0f} requests/s, p99 {p99 * 1000:.1f} ms, statuses {statuses} (goal ≥3,000/s, p99 ≤20 ms)")
-    print(f"  bare ASGI endpoint, same server and client: {bare_rps:,.0f} requests/s, p99 {bare_p99 * 1000:.1f} ms; "
-          f"ratio {rps / bare_rps:.2f}")
-    print(f"  changed-config poll (200, configs cached per ETag): {full_rps:,.0f} requests/s, p99 {full_p99 * 1000:.1f} ms, "
-          f"statuses {full_statuses}")
-    print(f"  the same through Django (Cache-Control: no-cache): {django_rps:,.0f} requests/s, "
-          f"p99 {django_p99 * 1000:.1f} ms, statuses {django_statuses}")
+          f"{polls.rps:,.0f} requests/s, p99 {polls.p99 * 1000:.1f} ms, statuses {polls.statuses} (goal ≥3,000/s, p99 ≤20 ms)")
+    print(f"  bare ASGI endpoint, same server and client: {bare.rps:,.0f} requests/s, p99 {bare.p99 * 1000:.1f} ms; "
+          f"ratio {polls.rps / bare.rps:.2f}")
+    print(f"  changed-config poll (200, configs cached per ETag): {full.rps:,.0f} requests/s, p99 {full.p99 * 1000:.1f} ms, "
+          f"statuses {full.statuses}")
+    print(f"  the same through Django (Cache-Control: no-cache): {django.rps:,.0f} requests/s, "
+          f"p99 {django.p99 * 1000:.1f} ms, statuses {django.statuses}")
 
 
 def main() -> None:

@@ -17,7 +17,6 @@ Runs on a fresh SQLite database under a temporary directory, or on ``BENCH_DATAB
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import random
@@ -30,7 +29,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from http_load import BARE_APP, load, serve  # noqa: E402
+
 CPU = ("500m", "1", "2", "4")
+PACED_RATE = 500
 MODELS = ("A1", "A2", "A3", "A4")
 
 
@@ -131,7 +133,6 @@ def bench_tree_page(groups: int) -> None:
 def bench_webhook(seconds: float, callers: int, groups: int, workers: int = 1) -> None:
     from django.conf import settings
 
-    from bench_nodeconfig import BARE_APP, _serve, load
     from fleet.models import Cluster
     from fleet.tokens import issue_token
     from quotas import services
@@ -163,79 +164,32 @@ def bench_webhook(seconds: float, callers: int, groups: int, workers: int = 1) -
         return out
 
     results = {}
-    server, port = _serve("config.asgi:application", dict(env, WEB_CONCURRENCY=str(workers)), str(ROOT))
+    server, port = serve("config.asgi:application", dict(env, WEB_CONCURRENCY=str(workers)), str(ROOT))
     try:
         load(port, requests("warm", lambda i: f"hook-{i % groups}"), 1.0, callers)
         for label, group_of in (("spread over %d groups" % groups, lambda i: f"hook-{i % groups}"), ("one hot group", lambda i: "hook-0")):
-            rps, p99, statuses, p50 = _load_with_p50(port, requests(label.split()[0], group_of), seconds, callers)
-            results[f"saturated (closed loop), {label}"] = (rps, p50, p99, statuses)
-            rps, p99, statuses, p50 = _load_with_p50(port, requests("paced" + label.split()[0], group_of), seconds, callers,
-                                                     rate=PACED_RATE)
-            results[f"paced at {PACED_RATE}/s (open loop), {label}"] = (rps, p50, p99, statuses)
+            results[f"saturated (closed loop), {label}"] = load(port, requests(label.split()[0], group_of), seconds, callers)
+            results[f"paced at {PACED_RATE}/s (open loop), {label}"] = load(
+                port, requests("paced" + label.split()[0], group_of), seconds, callers, rate=PACED_RATE)
     finally:
         server.terminate()
         server.wait()
     bare_dir = Path(os.environ["MERIDIAN_VAR_DIR"])
     (bare_dir / "bare_asgi.py").write_text(BARE_APP)
-    bare, bare_port = _serve("bare_asgi:app", dict(env, PYTHONPATH=str(bare_dir)), str(bare_dir))
+    bare_process, bare_port = serve("bare_asgi:app", dict(env, PYTHONPATH=str(bare_dir)), str(bare_dir))
     try:
         load(bare_port, [b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"], 1.0, callers)
-        bare_rps, bare_p99, _ = load(bare_port, [b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"], seconds, callers)
+        bare = load(bare_port, [b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"], seconds, callers)
     finally:
-        bare.terminate()
-        bare.wait()
+        bare_process.terminate()
+        bare_process.wait()
     engine = "PostgreSQL" if "postgres" in os.environ.get("DATABASE_URL", "") else "SQLite"
-    for label, (rps, p50, p99, statuses) in results.items():
+    for label, result in results.items():
         print(f"webhook, {callers} concurrent callers, {workers} uvicorn worker(s), {engine}, every request admitted and committed, "
-              f"{label}: {rps:,.0f} decisions/s, p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, statuses {statuses} "
-              f"(goal ≥500/s, p99 ≤30 ms); ratio to bare ASGI {rps / bare_rps:.3f}")
+              f"{label}: {result.rps:,.0f} decisions/s, p50 {result.p50 * 1000:.1f} ms, p99 {result.p99 * 1000:.1f} ms, "
+              f"statuses {result.statuses} (goal ≥500/s, p99 ≤30 ms); ratio to bare ASGI {result.rps / bare.rps:.3f}")
     print("  (closed loop: every caller sends again the moment it is answered, so latency is queueing: callers / rate)")
-    print(f"  bare ASGI endpoint, same client: {bare_rps:,.0f} requests/s, p99 {bare_p99 * 1000:.1f} ms")
-
-
-PACED_RATE = 500
-
-
-async def _paced_client(port: int, requests: list[bytes], stop: float, interval: float, offset: float,
-                        latencies: list[float], statuses: dict) -> None:
-    """One caller sending on a fixed schedule (an API server forwarding its users' writes);
-    callers are staggered so the load arrives evenly, not in bursts of every caller at once."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    next_send, i = time.perf_counter() + offset, 0
-    while next_send < stop:
-        await asyncio.sleep(max(0.0, next_send - time.perf_counter()))
-        started = time.perf_counter()
-        writer.write(requests[i % len(requests)])
-        i += 1
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0)
-        if length:
-            await reader.readexactly(length)
-        latencies.append(time.perf_counter() - started)
-        statuses[int(head[9:12])] = statuses.get(int(head[9:12]), 0) + 1
-        next_send += interval
-    writer.close()
-
-
-def _load_with_p50(port: int, requests: list[bytes], seconds: float, callers: int, rate: float | None = None):
-    from bench_nodeconfig import _client
-
-    latencies: list[float] = []
-    statuses: dict[int, int] = {}
-
-    async def run() -> None:
-        stop = time.perf_counter() + seconds
-        if rate is None:
-            await asyncio.gather(*(_client(port, requests[c::callers], stop, latencies, statuses) for c in range(callers)))
-        else:
-            await asyncio.gather(*(_paced_client(port, requests[c::callers], stop, callers / rate, c / rate, latencies, statuses)
-                                   for c in range(callers)))
-
-    started = time.perf_counter()
-    asyncio.run(run())
-    elapsed = time.perf_counter() - started
-    latencies.sort()
-    return (len(latencies) / elapsed, latencies[int(len(latencies) * 0.99)], statuses, latencies[len(latencies) // 2])
+    print(f"  bare ASGI endpoint, same client: {bare.rps:,.0f} requests/s, p99 {bare.p99 * 1000:.1f} ms")
 
 
 def main() -> None:
