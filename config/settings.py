@@ -246,6 +246,10 @@ MERIDIAN_TOKEN_TTL_DAYS = env.int("MERIDIAN_TOKEN_TTL_DAYS", default=90)
 MERIDIAN_AUDIT_RETENTION_DAYS = env.int("MERIDIAN_AUDIT_RETENTION_DAYS", default=180)
 #: Full quota resync (drift repair and cash accrual); bizrq's default is five minutes.
 MERIDIAN_QUOTA_RESYNC_SECONDS = env.int("MERIDIAN_QUOTA_RESYNC_SECONDS", default=300)
+#: Days of water-level history the federation dashboard keeps (one point per cluster a minute).
+MERIDIAN_WATER_LEVEL_RETENTION_DAYS = env.int("MERIDIAN_WATER_LEVEL_RETENTION_DAYS", default=7)
+#: Seconds between full federation rescheduling passes (today's water levels, every object).
+MERIDIAN_FEDERATION_RESCHEDULE_SECONDS = env.int("MERIDIAN_FEDERATION_RESCHEDULE_SECONDS", default=1800)
 #: Threads (each with its own database connection) deciding quota admission reviews.
 MERIDIAN_WEBHOOK_THREADS = env.int("MERIDIAN_WEBHOOK_THREADS", default=4)
 MERIDIAN_JOB_TIMEOUT_SECONDS = env.int("MERIDIAN_JOB_TIMEOUT_SECONDS", default=3600)
@@ -290,4 +294,8 @@ CELERY_BEAT_SCHEDULE = {
     "nodeconfig-full-reconcile": {"task": "nodeconfig.full_reconcile", "schedule": 600.0},
     "quotas-resync": {"task": "quotas.resync", "schedule": float(MERIDIAN_QUOTA_RESYNC_SECONDS),
                       "options": {"expires": MERIDIAN_QUOTA_RESYNC_SECONDS}},
+    "federation-resync": {"task": "federation.resync", "schedule": 3.0, "options": {"expires": 3}},
+    "federation-water-levels": {"task": "federation.sample_water_levels", "schedule": 60.0, "options": {"expires": 60}},
+    "federation-reschedule": {"task": "federation.reschedule_all", "schedule": float(MERIDIAN_FEDERATION_RESCHEDULE_SECONDS),
+                              "options": {"expires": MERIDIAN_FEDERATION_RESCHEDULE_SECONDS}},
 }

@@ -13,12 +13,25 @@ for no reason.
 
 Pure Python, standard library only, so it can run in request handlers, Celery
 tasks and the simulator alike.
+
+Speed (a fleet-wide reschedule runs this for every workload, over up to
+hundreds of clusters): the ranking, the weighted rounds and migration
+avoidance work on plain parallel lists in rank order instead of per-cluster
+objects; tie-break hashes are computed once per call (reused when scaling up
+or down), each cluster name's share of the hash is cached, and the workload
+key's bytes are folded into all clusters' hashes at once (see
+:func:`_fnv1_continue_lanes`). None of this changes a result: the previous
+implementation is kept as a test oracle (``tests/federation/_reference_planner.py``).
 """
 
 from __future__ import annotations
 
+import sys
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter, lshift, or_, sub
 
 __all__ = ["WILDCARD", "ClusterPreference", "fnv1_32", "plan"]
 
@@ -44,13 +57,7 @@ class ClusterPreference:
     max_replicas: int | None = None
 
 
-@dataclass(frozen=True)
-class _Ranked:
-    """A cluster's preference with the tie-break value used for ordering."""
-
-    name: str
-    preference: ClusterPreference
-    tiebreak: int
+# --------------------------------------------------------------------------- tie-break hashes
 
 
 def fnv1_32(data: bytes) -> int:
@@ -60,27 +67,113 @@ def fnv1_32(data: bytes) -> int:
     single replica does not always land on the alphabetically first cluster;
     reproducing the very same hash keeps our tie-breaks identical to theirs.
     """
-    value = _FNV32_OFFSET_BASIS
+    return _fnv1_continue(_FNV32_OFFSET_BASIS, data)
+
+
+def _fnv1_continue(value: int, data: bytes) -> int:
+    """Feed ``data`` into an FNV-1 state: FNV is a stream, so hash(a + b) = continue(hash(a), b)."""
     for byte in data:
-        value = (value * _FNV32_PRIME) & _UINT32_MASK
-        value ^= byte
+        value = ((value * _FNV32_PRIME) & _UINT32_MASK) ^ byte
     return value
 
 
-def _tiebreak(cluster: str, key: str) -> int:
-    """Hash of the cluster name followed by the workload key (upstream's order)."""
-    return fnv1_32(cluster.encode("utf-8") + key.encode("utf-8"))
+#: FNV state after each cluster name: the tie-break hashes ``cluster + key``, and
+#: cluster names are few and long-lived while keys change with every workload.
+_PREFIX_STATES: dict[str, int] = {}
+#: Bound on that cache (cleared when full), so a stream of one-off names cannot grow it forever.
+_PREFIX_CACHE_LIMIT = 1 << 16
 
 
-def _rank(preferences: Mapping[str, ClusterPreference], key: str) -> list[_Ranked]:
-    """Order clusters by decreasing weight, then increasing tie-break hash.
+def _prefix_state(cluster: str) -> int:
+    """The FNV-1 state after hashing ``cluster`` (UTF-8), cached."""
+    state = _PREFIX_STATES.get(cluster)
+    if state is None:
+        if len(_PREFIX_STATES) >= _PREFIX_CACHE_LIMIT:
+            _PREFIX_STATES.clear()
+        state = _fnv1_continue(_FNV32_OFFSET_BASIS, cluster.encode("utf-8"))
+        _PREFIX_STATES[cluster] = state
+    return state
+
+
+#: Below this many clusters a plain loop per hash beats packing them into lanes.
+_LANES_MIN_CLUSTERS = 12
+#: Lane-packed hashing needs 64-bit array items (true on every CPython platform we know of).
+_LANES_AVAILABLE = array("Q").itemsize == 8
+_NATIVE_BIG_ENDIAN = sys.byteorder == "big"
+_LANE_ONE = (1).to_bytes(8, "little")
+
+
+def _fnv1_continue_lanes(states: Sequence[int], data: bytes) -> list[int]:
+    """Feed the same ``data`` into many FNV-1 states at once, exactly.
+
+    Each state sits in its own 64-bit lane of one big integer. A state is
+    below 2**32 and the prime below 2**25, so every lane's product stays below
+    2**57: multiplying the big integer multiplies each lane with no carry into
+    the next, masking every lane back to 32 bits is the per-hash
+    ``& 0xFFFFFFFF``, and the xor touches only each lane's low byte. So one
+    pass over the workload key costs a few big-integer operations per byte
+    instead of one Python-level step per byte *per cluster*.
+    """
+    count = len(states)
+    lanes = array("Q", states)
+    if _NATIVE_BIG_ENDIAN:
+        lanes.byteswap()
+    packed = int.from_bytes(lanes.tobytes(), "little")
+    ones = int.from_bytes(_LANE_ONE * count, "little")
+    mask = ones * _UINT32_MASK
+    for byte in data:
+        packed = ((packed * _FNV32_PRIME) & mask) ^ (ones * byte)
+    lanes = array("Q", packed.to_bytes(count * 8, "little"))
+    if _NATIVE_BIG_ENDIAN:
+        lanes.byteswap()
+    return lanes.tolist()
+
+
+def _tiebreaks(clusters: Sequence[str], key: str) -> list[int]:
+    """``fnv1_32(cluster + key)`` for every cluster (upstream's byte order), in order."""
+    states = list(map(_PREFIX_STATES.get, clusters))
+    if None in states:
+        states = [_prefix_state(name) for name in clusters]
+    suffix = key.encode("utf-8")
+    if not suffix:
+        return states
+    if len(states) >= _LANES_MIN_CLUSTERS and _LANES_AVAILABLE:
+        return _fnv1_continue_lanes(states, suffix)
+    return [_fnv1_continue(state, suffix) for state in states]
+
+
+def _rank_order(names: Sequence[str], weights: Sequence[int], tiebreaks: Sequence[int]) -> list[int]:
+    """Indices ordered by decreasing weight, then increasing tie-break hash.
 
     The cluster name is a last resort only for a (practically impossible)
     32-bit hash collision, where upstream's order is itself unspecified.
+    Names are unique, so the trailing index never decides anything.
     """
-    ranked = [_Ranked(name, pref, _tiebreak(name, key)) for name, pref in preferences.items()]
-    ranked.sort(key=lambda r: (-r.preference.weight, r.tiebreak, r.name))
-    return ranked
+    packed = _packed_sort_keys(weights, tiebreaks)
+    if packed is not None:
+        return sorted(range(len(packed)), key=packed.__getitem__)
+    keyed = sorted(zip([-weight for weight in weights], tiebreaks, names, range(len(names))))
+    return [entry[3] for entry in keyed]
+
+
+def _packed_sort_keys(weights: Sequence[int], tiebreaks: Sequence[int]) -> list[int] | None:
+    """(-weight, tiebreak) packed into one int per cluster, when that orders the same.
+
+    Comparing one int is much cheaper than comparing tuples. It is exact for
+    integer weights (the tie-break is below 2**32, so it only decides among
+    equal weights); None, for the tuple sort, when a weight is not an int or
+    two clusters tie on both (then the name decides).
+    """
+    if not weights or set(map(type, weights)) != {int}:
+        return None
+    top = max(weights)
+    packed = list(map(or_, map(lshift, map(sub, repeat(top), weights), repeat(32)), tiebreaks))
+    if len(set(packed)) != len(packed):
+        return None
+    return packed
+
+
+# --------------------------------------------------------------------------- weighted plan
 
 
 def _resolve(preferences: Mapping[str, ClusterPreference], clusters: Sequence[str]) -> dict[str, ClusterPreference]:
@@ -88,137 +181,170 @@ def _resolve(preferences: Mapping[str, ClusterPreference], clusters: Sequence[st
 
     Clusters with neither get nothing at all (they do not appear in the plan).
     """
-    resolved: dict[str, ClusterPreference] = {}
-    for cluster in clusters:
-        if cluster in preferences:
-            resolved[cluster] = preferences[cluster]
-        elif WILDCARD in preferences:
-            resolved[cluster] = preferences[WILDCARD]
-    return resolved
+    if WILDCARD in preferences:
+        wildcard = preferences[WILDCARD]
+        return {cluster: preferences.get(cluster, wildcard) for cluster in clusters}
+    if type(preferences) is dict:  # (a defaultdict would invent entries)
+        try:  # usually every cluster has its own entry: look them all up at C speed
+            return dict(zip(clusters, map(preferences.__getitem__, clusters)))
+        except KeyError:
+            pass
+    return {cluster: preferences[cluster] for cluster in clusters if cluster in preferences}
 
 
-def _ceil_share(amount: int, weight: int, weight_sum: int) -> int:
-    """``amount * weight / weight_sum`` rounded up (all operands non-negative)."""
-    return (amount * weight + weight_sum - 1) // weight_sum
+def _combined_cap(ceiling: int | None, limit: int | None) -> int | None:
+    """The tighter of max replicas and limited capacity (both are hard caps in a weighted round)."""
+    if ceiling is None:
+        return limit
+    if limit is None or ceiling <= limit:
+        return ceiling
+    return limit
 
 
 def _assign_minimums(
-    ranked: Sequence[_Ranked],
-    estimated_capacity: Mapping[str, int],
-    limited_capacity: Mapping[str, int],
+    names: Sequence[str],
+    floors: Sequence[int],
+    limits: Sequence[int | None] | None,
+    estimates: Sequence[int | None] | None,
     total: int,
-    result: dict[str, int],
     overflow: dict[str, int],
-) -> int:
-    """Give clusters their min_replicas in rank order; return what is left.
+) -> tuple[list[int], int]:
+    """Give clusters (in rank order) their min_replicas; return (replicas, what is left).
 
     A limited capacity silently lowers the minimum, while an estimated capacity
     records the shortfall as overflow: without that record a cluster whose
     capacity is below its minimum would be rescheduled forever.
     """
+    result: list[int] = []
     remaining = total
-    for entry in ranked:
-        floor = min(entry.preference.min_replicas, remaining)
-        limit = limited_capacity.get(entry.name)
-        if limit is not None and limit < floor:
-            floor = limit
-        estimate = estimated_capacity.get(entry.name)
-        if estimate is not None and estimate < floor:
-            overflow[entry.name] = floor - estimate
-            floor = estimate
+    for i, name in enumerate(names):
+        floor = floors[i]
+        if floor > remaining:  # noqa: PLR1730 - no min() call per cluster in the hot loop
+            floor = remaining
+        if limits is not None:
+            limit = limits[i]
+            if limit is not None and limit < floor:
+                floor = limit
+        if estimates is not None:
+            estimate = estimates[i]
+            if estimate is not None and estimate < floor:
+                overflow[name] = floor - estimate
+                floor = estimate
         remaining -= floor
-        result[entry.name] = floor
-    return remaining
-
-
-def _cap(
-    entry: _Ranked,
-    wanted: int,
-    estimated_capacity: Mapping[str, int],
-    limited_capacity: Mapping[str, int],
-    overflow: dict[str, int],
-) -> tuple[int, bool]:
-    """Clamp a cluster's new total by max replicas and capacities.
-
-    Returns the clamped total and whether the cluster is now full (and so
-    leaves later distribution rounds). Only the estimated capacity produces
-    overflow: it is a guess that may turn out wrong, so the excess is kept
-    as a hint rather than dropped.
-    """
-    full = False
-    ceiling = entry.preference.max_replicas
-    if ceiling is not None and wanted > ceiling:
-        wanted, full = ceiling, True
-    limit = limited_capacity.get(entry.name)
-    if limit is not None and wanted > limit:
-        wanted, full = limit, True
-    estimate = estimated_capacity.get(entry.name)
-    if estimate is not None and wanted > estimate:
-        overflow[entry.name] = overflow.get(entry.name, 0) + wanted - estimate
-        wanted, full = estimate, True
-    return wanted, full
+        result.append(floor)
+    return result, remaining
 
 
 def _distribute_round(
-    active: Sequence[_Ranked],
+    names: Sequence[str],
+    weights: Sequence[int],
+    caps: Sequence[int | None],
+    estimates: Sequence[int | None] | None,
+    active: Sequence[int],
+    weight_sum: int,
     remaining: int,
-    estimated_capacity: Mapping[str, int],
-    limited_capacity: Mapping[str, int],
-    result: dict[str, int],
+    result: list[int],
     overflow: dict[str, int],
-) -> tuple[list[_Ranked], int, bool]:
+    settled: bool,
+) -> tuple[list[int], int, int, bool]:
     """One weighted pass: every active cluster gets its rounded-up share.
 
     Rounding up means clusters early in rank order may take a little more
     and the last ones less; that is the upstream rounding and what makes
-    tie-breaks observable. Returns (still-active clusters, remaining, progress).
+    tie-breaks observable. A cluster clamped by its cap or estimated
+    capacity is full and leaves later rounds; only the estimated capacity
+    produces overflow (it is a guess that may turn out wrong, so the excess
+    is kept as a hint rather than dropped). ``weight_sum`` is the active
+    clusters' total weight. Returns (still-active indices, their total
+    weight, remaining, progress).
+
+    ``settled`` says no active cluster holds more than its cap or estimate.
+    Then, once nothing remains, every later cluster gets 0 extra and stays
+    as it is, so the round stops there (a big speed-up for a few replicas
+    over hundreds of clusters). The returned active list is then cut short,
+    which does not matter: with nothing remaining there is no next round.
     """
-    weight_sum = sum(entry.preference.weight for entry in active)
     to_hand_out = remaining
-    still_active: list[_Ranked] = []
+    still_active: list[int] = []
+    still_weight = 0
     progressed = False
-    for entry in active:
-        start = result[entry.name]
-        extra = min(_ceil_share(to_hand_out, entry.preference.weight, weight_sum), remaining)
-        new_total, full = _cap(entry, start + extra, estimated_capacity, limited_capacity, overflow)
+    for i in active:
+        start = result[i]
+        extra = (to_hand_out * weights[i] + weight_sum - 1) // weight_sum
+        if extra > remaining:  # noqa: PLR1730 - no min() call per cluster in the hot loop
+            extra = remaining
+        wanted = start + extra
+        full = False
+        cap = caps[i]
+        if cap is not None and wanted > cap:
+            wanted, full = cap, True
+        if estimates is not None:
+            estimate = estimates[i]
+            if estimate is not None and wanted > estimate:
+                name = names[i]
+                overflow[name] = overflow.get(name, 0) + wanted - estimate
+                wanted, full = estimate, True
         if not full:
-            still_active.append(entry)
-        remaining -= new_total - start
-        result[entry.name] = new_total
-        if new_total > start:
+            still_active.append(i)
+            still_weight += weights[i]
+        remaining -= wanted - start
+        result[i] = wanted
+        if wanted > start:
             progressed = True
-    return still_active, remaining, progressed
+        if remaining == 0 and settled:
+            break
+    return still_active, still_weight, remaining, progressed
 
 
-def _desired_plan(
-    ranked: Sequence[_Ranked],
-    estimated_capacity: Mapping[str, int],
-    limited_capacity: Mapping[str, int],
+def _weighted_plan(
+    names: Sequence[str],
+    weights: Sequence[int],
+    floors: Sequence[int] | None,
+    caps: Sequence[int | None],
+    limits: Sequence[int | None] | None,
+    estimates: Sequence[int | None] | None,
     total: int,
-    keep_unschedulable: bool,
-) -> tuple[dict[str, int], dict[str, int]]:
-    """The plan from preferences alone, ignoring where replicas run today.
+) -> tuple[list[int], dict[str, int], int]:
+    """Replicas per ranked cluster from preferences alone: (replicas, overflow, unplaced).
 
-    Weighted rounds repeat because a single pass can leave replicas over when
-    clusters hit their max or capacity; every pass either places everything
-    or fills at least one cluster, so the loop ends.
+    All sequences are in rank order; ``None`` stands for "no minimums /
+    limits / estimates at all". Weighted rounds repeat because a single pass
+    can leave replicas over when clusters hit their cap or capacity; every
+    pass either places everything or fills at least one cluster, so the loop
+    ends.
     """
-    result: dict[str, int] = {}
     overflow: dict[str, int] = {}
-    remaining = _assign_minimums(ranked, estimated_capacity, limited_capacity, total, result, overflow)
-
-    active = list(ranked)
+    if total >= 0 and (floors is None or _all_int_zeros(floors)):
+        # Nothing to hand out before the rounds: validated capacities are never below 0.
+        result, remaining = [0] * len(names), total
+    else:
+        result, remaining = _assign_minimums(names, floors or [0] * len(names), limits, estimates, total, overflow)
+    active: Sequence[int] = range(len(names))
+    weight_sum = sum(weights)
+    # Minimums respect limits and estimates, but may exceed a max (or a negative cap when
+    # scaling); after a round every still-active cluster is within its bounds.
+    settled = _within_caps(result, caps)
     progressed = True
     while progressed and remaining > 0:
-        if sum(entry.preference.weight for entry in active) <= 0:
+        if weight_sum <= 0:
             break
-        active, remaining, progressed = _distribute_round(
-            active, remaining, estimated_capacity, limited_capacity, result, overflow
+        active, weight_sum, remaining, progressed = _distribute_round(
+            names, weights, caps, estimates, active, weight_sum, remaining, result, overflow, settled
         )
+        settled = True
+    return result, overflow, remaining
 
-    if keep_unschedulable:
-        return result, overflow
-    return result, _trim_overflow(overflow, remaining)
+
+def _within_caps(values: Sequence[int], caps: Sequence[int | None]) -> bool:
+    """No value is above its cap (``None`` = no cap)."""
+    if caps.count(None) == len(caps):
+        return True
+    return not any(cap is not None and value > cap for value, cap in zip(values, caps))
+
+
+def _all_int_zeros(values: Sequence[int]) -> bool:
+    """Every value is the int 0 (not 0.0 or False, which would leak their type into the plan)."""
+    return not any(values) and (not values or set(map(type, values)) == {int})
 
 
 def _trim_overflow(overflow: Mapping[str, int], unplaced: int) -> dict[str, int]:
@@ -235,24 +361,53 @@ def _trim_overflow(overflow: Mapping[str, int], unplaced: int) -> dict[str, int]
     return trimmed
 
 
+# --------------------------------------------------------------------------- migration avoidance
+
+
 def _current_plan(
-    ranked: Sequence[_Ranked],
+    names: Sequence[str],
     current: Mapping[str, int],
     estimated_capacity: Mapping[str, int],
     limited_capacity: Mapping[str, int],
 ) -> dict[str, int]:
-    """Today's replicas per eligible cluster, minus those that cannot run there."""
-    result: dict[str, int] = {}
-    for entry in ranked:
-        replicas = current.get(entry.name, 0)
-        limit = limited_capacity.get(entry.name)
+    """Today's replicas per eligible cluster (rank order), minus those that cannot run there.
+
+    Clusters running nothing stay at 0 (validated capacities are never below
+    0), so only the clusters in ``current`` need looking at.
+    """
+    result = dict.fromkeys(names, 0)
+    for name, replicas in current.items():
+        if name not in result:
+            continue
+        limit = limited_capacity.get(name)
         if limit is not None and limit < replicas:
             replicas = limit
-        estimate = estimated_capacity.get(entry.name)
+        estimate = estimated_capacity.get(name)
         if estimate is not None and estimate < replicas:
             replicas = estimate
-        result[entry.name] = replicas
+        result[name] = replicas
     return result
+
+
+def _plan_changes(
+    changes: list[tuple[int, str, int | None]],
+    tiebreak_of: Mapping[str, int],
+    count: int,
+) -> list[tuple[str, int]]:
+    """Split ``count`` over ``(weight, cluster, cap)`` rows like a plain weighted plan.
+
+    Used for the replicas to add (or remove) while avoiding migration: no
+    minimums, no capacities, ranked by the same tie-break as the main plan.
+    """
+    names = [name for _, name, _ in changes]
+    weights = [weight for weight, _, _ in changes]
+    order = _rank_order(names, weights, [tiebreak_of[name] for name in names])
+    ranked = [changes[i] for i in order]
+    names = [name for _, name, _ in ranked]
+    amounts, _, _ = _weighted_plan(
+        names, [weight for weight, _, _ in ranked], None, [cap for _, _, cap in ranked], None, None, count
+    )
+    return list(zip(names, amounts))
 
 
 def _scale_up(
@@ -260,24 +415,22 @@ def _scale_up(
     current_plan: dict[str, int],
     desired: Mapping[str, int],
     count: int,
-    key: str,
+    tiebreak_of: Mapping[str, int],
 ) -> dict[str, int]:
     """Add ``count`` replicas only where the desired plan is above today's.
 
     Shares are weighted by how far each cluster is below its desired count,
     so nothing is stopped anywhere and the layout drifts toward the weights.
     The max comes from the cluster's own preference entry only (never the
-    wildcard), as upstream does; it can only bind when min > max.
+    wildcard), as upstream does; it can only bind when min > max. (Both
+    plans hold the same clusters in rank order, so they zip.)
     """
-    gaps: dict[str, ClusterPreference] = {}
-    for cluster, wanted in desired.items():
-        have = current_plan.get(cluster, 0)
+    gaps: list[tuple[int, str, int | None]] = []
+    for cluster, wanted, have in zip(desired, desired.values(), current_plan.values()):
         if wanted > have:
             own_max = explicit[cluster].max_replicas if cluster in explicit else None
-            ceiling = None if own_max is None else own_max - have
-            gaps[cluster] = ClusterPreference(weight=wanted - have, max_replicas=ceiling)
-    additions, _ = _desired_plan(_rank(gaps, key), {}, {}, count, keep_unschedulable=False)
-    for cluster, added in additions.items():
+            gaps.append((wanted - have, cluster, None if own_max is None else own_max - have))
+    for cluster, added in _plan_changes(gaps, tiebreak_of, count):
         current_plan[cluster] = current_plan.get(cluster, 0) + added
     return current_plan
 
@@ -286,22 +439,52 @@ def _scale_down(
     current_plan: dict[str, int],
     desired: Mapping[str, int],
     count: int,
-    key: str,
+    tiebreak_of: Mapping[str, int],
 ) -> dict[str, int]:
     """Remove ``count`` replicas only where today's count is above the desired one.
 
     Removal is weighted by each cluster's excess, so nothing is started
     anywhere while shrinking.
     """
-    excess: dict[str, ClusterPreference] = {}
-    for cluster, wanted in desired.items():
-        have = current_plan.get(cluster, 0)
+    excess: list[tuple[int, str, int | None]] = []
+    for cluster, wanted, have in zip(desired, desired.values(), current_plan.values()):
         if wanted < have:
-            excess[cluster] = ClusterPreference(weight=have - wanted, max_replicas=have)
-    removals, _ = _desired_plan(_rank(excess, key), {}, {}, count, keep_unschedulable=False)
-    for cluster, removed in removals.items():
+            excess.append((have - wanted, cluster, have))
+    for cluster, removed in _plan_changes(excess, tiebreak_of, count):
         current_plan[cluster] = current_plan.get(cluster, 0) - removed
     return current_plan
+
+
+# --------------------------------------------------------------------------- validation
+
+_WEIGHT = attrgetter("weight")
+_MIN_REPLICAS = attrgetter("min_replicas")
+_MAX_REPLICAS = attrgetter("max_replicas")
+
+
+def _all_at_least_zero(values: Sequence[object] | list) -> bool:
+    """True when every value is >= 0. A NaN first makes ``min`` NaN, hence False (checked slowly)."""
+    return not values or min(values) >= 0  # type: ignore[type-var,operator]
+
+
+def _quick_non_negative(
+    preferences: Mapping[str, ClusterPreference],
+    current: Mapping[str, int],
+    estimated_capacity: Mapping[str, int],
+    limited_capacity: Mapping[str, int],
+) -> bool:
+    """A C-speed pre-check: True means nothing is negative; False means "look closer"."""
+    try:
+        prefs = list(preferences.values())
+        ceilings = [value for value in map(_MAX_REPLICAS, prefs) if value is not None]
+        return (
+            _all_at_least_zero(list(map(_WEIGHT, prefs)))
+            and _all_at_least_zero(list(map(_MIN_REPLICAS, prefs)))
+            and _all_at_least_zero(ceilings)
+            and all(_all_at_least_zero(list(m.values())) for m in (current, estimated_capacity, limited_capacity))
+        )
+    except (TypeError, AttributeError):
+        return False
 
 
 def _check_non_negative(
@@ -314,6 +497,8 @@ def _check_non_negative(
     """Reject negative inputs: the algorithm (like upstream's) is undefined for them."""
     if total < 0:
         raise ValueError(f"total replicas must not be negative: {total}")
+    if _quick_non_negative(preferences, current, estimated_capacity, limited_capacity):
+        return
     for name, pref in preferences.items():
         if pref.weight < 0 or pref.min_replicas < 0 or (pref.max_replicas is not None and pref.max_replicas < 0):
             raise ValueError(f"preference for {name!r} has a negative value: {pref}")
@@ -322,6 +507,9 @@ def _check_non_negative(
         for name, value in values.items():
             if value < 0:
                 raise ValueError(f"{label}[{name!r}] must not be negative: {value}")
+
+
+# --------------------------------------------------------------------------- plan
 
 
 def plan(
@@ -353,19 +541,33 @@ def plan(
     """
     _check_non_negative(preferences, total, current, estimated_capacity, limited_capacity)
     resolved = _resolve(preferences, clusters)
-    ranked = _rank(resolved, key)
-    if not avoid_migration:
-        keep_unschedulable = True
+    names = list(resolved)
+    tiebreaks = _tiebreaks(names, key)
+    order = _rank_order(names, list(map(_WEIGHT, resolved.values())), tiebreaks)
+    names = [names[i] for i in order]
+    prefs = list(map(resolved.__getitem__, names))
+    limits = list(map(limited_capacity.get, names)) if limited_capacity else None
+    estimates = list(map(estimated_capacity.get, names)) if estimated_capacity else None
+    ceilings = list(map(_MAX_REPLICAS, prefs))
+    caps = ceilings if limits is None else list(map(_combined_cap, ceilings, limits))
 
-    desired, overflow = _desired_plan(ranked, estimated_capacity, limited_capacity, total, keep_unschedulable)
+    replicas, overflow, unplaced = _weighted_plan(
+        names, list(map(_WEIGHT, prefs)), list(map(_MIN_REPLICAS, prefs)), caps, limits, estimates, total
+    )
+    desired = dict(zip(names, replicas))
+    if not avoid_migration or keep_unschedulable:
+        kept = overflow
+    else:
+        kept = _trim_overflow(overflow, unplaced)
     if not avoid_migration:
-        return desired, overflow
+        return desired, kept
 
-    current_plan = _current_plan(ranked, current, estimated_capacity, limited_capacity)
+    current_plan = _current_plan(names, current, estimated_capacity, limited_capacity)
     have = sum(current_plan.values())
     want = sum(desired.values())
+    if have == want:
+        return current_plan, kept
+    tiebreak_of = dict(zip(resolved, tiebreaks))
     if have > want:
-        return _scale_down(current_plan, desired, have - want, key), overflow
-    if have < want:
-        return _scale_up(preferences, current_plan, desired, want - have, key), overflow
-    return current_plan, overflow
+        return _scale_down(current_plan, desired, have - want, tiebreak_of), kept
+    return _scale_up(preferences, current_plan, desired, want - have, tiebreak_of), kept

@@ -58,13 +58,18 @@ Kubernetes quantity strings.
 Cost is linear in the number of clusters for everything this module does
 (unit-level data such as selectors and tolerations is prepared once, not per
 cluster); the planner's weighted rounds are the only part that can repeat.
+
+For many units over the same clusters (a fleet-wide reschedule) use
+:class:`ClusterSnapshot` or :func:`schedule_many`: same results, but filter,
+score and select results are shared between units with the same inputs
+(units of one policy), and ``explain=False`` skips the explanation text.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from federation.planner import ClusterPreference, plan
@@ -102,14 +107,17 @@ __all__ = [
     "TAINT_TOLERATION",
     "ClusterAffinity",
     "ClusterInfo",
+    "ClusterSnapshot",
     "Placement",
     "Profile",
     "ScheduleResult",
     "SchedulingUnit",
     "default_normalize_score",
     "format_amount",
+    "matches_terms",
     "parse_resources",
     "schedule",
+    "schedule_many",
     "select_max_cluster",
     "taint_text",
     "tolerates",
@@ -956,42 +964,81 @@ def _estimated_capacity(ctx: _Context, cluster: ClusterInfo, current: int) -> in
     return None if room is None else current + room
 
 
-def replicas_cluster_capacity_weight(ctx: _Context, clusters: Sequence[ClusterInfo]) -> _ReplicaPlan:
-    """Upstream ``ClusterCapacityWeight``: weights + min/max + capacity into the Spread planner."""
+@dataclass
+class _ReplicaInputs:
+    """The replicas phase's inputs that do not depend on where the unit runs today.
+
+    They depend on the chosen clusters (in order), the placements, the
+    tolerations, the request and the profile only, so a batch reschedule
+    can share them between units (see :class:`ClusterSnapshot`).
+    ``held`` lists the clusters that may keep but not grow what they run
+    (untolerated ``NoSchedule`` taint, cordoned), with the reason and their
+    preference before that cap; ``rooms`` is how many more replicas each
+    cluster's free resources hold (estimated capacity = current + room).
+    """
+
+    names: list[str]
+    weights: dict[str, int]
+    source: str
+    preferences: dict[str, ClusterPreference]
+    held: list[tuple[str, str, ClusterPreference]]
+    rooms: dict[str, int]
+
+
+def _replica_inputs(ctx: _Context, clusters: Sequence[ClusterInfo]) -> _ReplicaInputs:
     weights, source = _scheduling_weights(ctx, clusters)
-    total = ctx.desired
-    current = {name: (total if replicas is None else replicas) for name, replicas in ctx.current.items()}
     preferences: dict[str, ClusterPreference] = {}
-    estimates: dict[str, int] = {}
-    capped: dict[str, str] = {}
+    held: list[tuple[str, str, ClusterPreference]] = []
+    rooms: dict[str, int] = {}
     for cluster in clusters:
         placement = ctx.placements.get(cluster.name, Placement())
-        ceiling = placement.max_replicas
-        why = None
-        if _first_untolerated(cluster.taints, ctx.tolerations, (NO_SCHEDULE,)) is not None:
-            why = "untolerated NoSchedule taint"
-        elif cluster.cordoned:
-            why = "cordoned"
-        if why is not None:
-            have = current.get(cluster.name, 0)
-            if ceiling is None or have < ceiling:
-                ceiling = have
-            capped[cluster.name] = f"{why}: no new replicas, at most the {have} it runs"
-        preferences[cluster.name] = ClusterPreference(
+        preference = ClusterPreference(
             weight=max(int(weights.get(cluster.name, 0)), 0),
             min_replicas=placement.min_replicas,
-            max_replicas=ceiling,
+            max_replicas=placement.max_replicas,
         )
+        preferences[cluster.name] = preference
+        if _first_untolerated(cluster.taints, ctx.tolerations, (NO_SCHEDULE,)) is not None:
+            held.append((cluster.name, "untolerated NoSchedule taint", preference))
+        elif cluster.cordoned:
+            held.append((cluster.name, "cordoned", preference))
         if ctx.profile.estimate_capacity:
-            estimate = _estimated_capacity(ctx, cluster, current.get(cluster.name, 0))
-            if estimate is not None:
-                estimates[cluster.name] = estimate
-    names = [c.name for c in clusters]
+            room = _estimated_capacity(ctx, cluster, 0)
+            if room is not None:
+                rooms[cluster.name] = room
+    return _ReplicaInputs([c.name for c in clusters], weights, source, preferences, held, rooms)
+
+
+def _plan_replicas(ctx: _Context, inputs: _ReplicaInputs) -> _ReplicaPlan:
+    """Apply today's replicas to the shared inputs (caps of held clusters, capacities) and plan."""
+    total = ctx.desired
+    current = {name: (total if replicas is None else replicas) for name, replicas in ctx.current.items()}
+    preferences = inputs.preferences
+    capped: dict[str, str] = {}
+    if inputs.held:
+        preferences = dict(preferences)
+        for name, why, preference in inputs.held:
+            have = current.get(name, 0)
+            ceiling = preference.max_replicas
+            if ceiling is None or have < ceiling:
+                ceiling = have
+            capped[name] = f"{why}: no new replicas, at most the {have} it runs"
+            preferences[name] = ClusterPreference(preference.weight, preference.min_replicas, ceiling)
+    estimates = dict(inputs.rooms)
+    for name, have in current.items():
+        room = inputs.rooms.get(name)
+        if room is not None:
+            estimates[name] = have + room
     planned, overflow = plan(
-        preferences, total, names, current, estimates, {},
+        preferences, total, inputs.names, current, estimates, {},
         key=ctx.unit.key, avoid_migration=ctx.unit.avoid_migration,
     )
-    return _ReplicaPlan(planned, weights, source, estimates, overflow, capped)
+    return _ReplicaPlan(planned, inputs.weights, inputs.source, estimates, overflow, capped)
+
+
+def replicas_cluster_capacity_weight(ctx: _Context, clusters: Sequence[ClusterInfo]) -> _ReplicaPlan:
+    """Upstream ``ClusterCapacityWeight``: weights + min/max + capacity into the Spread planner."""
+    return _plan_replicas(ctx, _replica_inputs(ctx, clusters))
 
 
 ReplicasPlugin = Callable[[_Context, Sequence[ClusterInfo]], _ReplicaPlan]
@@ -1020,16 +1067,26 @@ PROFILES: dict[str, Profile] = {DEFAULT_PROFILE.name: DEFAULT_PROFILE}
 # --------------------------------------------------------------------------- phases
 
 
+def _filter_plugins(profile: Profile) -> list[tuple[str, FilterPlugin]]:
+    return [(name, FILTER_PLUGINS[name]) for name in profile.filters]
+
+
+def _filter_reasons(ctx: _Context, plugins: Sequence[tuple[str, FilterPlugin]], cluster: ClusterInfo) -> list[str]:
+    """Every failing filter's reason for one cluster, prefixed by the plugin name (empty = passes)."""
+    reasons = []
+    for name, plugin in plugins:
+        reason = plugin(ctx, cluster)
+        if reason is not None:
+            reasons.append(f"{name}: {reason}")
+    return reasons
+
+
 def _run_filters(ctx: _Context, clusters: Sequence[ClusterInfo]) -> tuple[list[ClusterInfo], dict[str, list[str]]]:
-    plugins = [(name, FILTER_PLUGINS[name]) for name in ctx.profile.filters]
+    plugins = _filter_plugins(ctx.profile)
     feasible: list[ClusterInfo] = []
     filtered: dict[str, list[str]] = {}
     for cluster in clusters:
-        reasons = []
-        for name, plugin in plugins:
-            reason = plugin(ctx, cluster)
-            if reason is not None:
-                reasons.append(f"{name}: {reason}")
+        reasons = _filter_reasons(ctx, plugins, cluster)
         if reasons:
             filtered[cluster.name] = reasons
         else:
@@ -1149,10 +1206,18 @@ def _explain_result(result: ScheduleResult) -> None:
 
 def _sticky(ctx: _Context, clusters: Sequence[ClusterInfo], result: ScheduleResult) -> None:
     """Sticky units keep their current clusters untouched (upstream does not reschedule them)."""
+    _keep_sticky(ctx, result)
+    _explain_sticky(result, clusters)
+
+
+def _keep_sticky(ctx: _Context, result: ScheduleResult) -> None:
     result.sticky = True
     for name, replicas in ctx.current.items():
         result.clusters[name] = None if ctx.mode == DUPLICATE else replicas
     result.selected = list(result.clusters)
+
+
+def _explain_sticky(result: ScheduleResult, clusters: Sequence[ClusterInfo]) -> None:
     result.explanation.append("Sticky cluster: the unit is already placed, so it is not rescheduled.")
     for cluster in clusters:
         if cluster.name in result.clusters:
@@ -1191,11 +1256,7 @@ def schedule(
         ctx = _prepare(unit, prof, clusters)
     except _UnitError as exc:
         return _fail(result, str(exc), clusters)
-    result.explanation.append(
-        f"Scheduling {unit.key} ({ctx.mode}"
-        + (f", {ctx.desired} replicas" if ctx.mode == DIVIDE else "")
-        + f") with profile {prof.name!r} over {len(clusters)} clusters."
-    )
+    result.explanation.append(_header(ctx, len(clusters)))
     if unit.sticky_cluster and ctx.current:
         _sticky(ctx, clusters, result)
         return result
@@ -1204,6 +1265,14 @@ def schedule(
     except _UnitError as exc:
         return _fail(result, str(exc), clusters)
     return result
+
+
+def _header(ctx: _Context, count: int) -> str:
+    return (
+        f"Scheduling {ctx.unit.key} ({ctx.mode}"
+        + (f", {ctx.desired} replicas" if ctx.mode == DIVIDE else "")
+        + f") with profile {ctx.profile.name!r} over {count} clusters."
+    )
 
 
 def _fail(result: ScheduleResult, message: str, clusters: Sequence[ClusterInfo]) -> ScheduleResult:
@@ -1215,6 +1284,9 @@ def _fail(result: ScheduleResult, message: str, clusters: Sequence[ClusterInfo])
         if cluster.name not in shown:
             result.explanation.append(f"  {cluster.name}: not scheduled")
     return result
+
+
+_DUPLICATE_LINE = "Replicas: Duplicate mode, every selected cluster gets a full copy."
 
 
 def _schedule(ctx: _Context, clusters: Sequence[ClusterInfo], result: ScheduleResult) -> None:
@@ -1234,7 +1306,7 @@ def _schedule(ctx: _Context, clusters: Sequence[ClusterInfo], result: ScheduleRe
 
     if ctx.mode == DUPLICATE:
         result.clusters = dict.fromkeys(result.selected)
-        result.explanation.append("Replicas: Duplicate mode, every selected cluster gets a full copy.")
+        result.explanation.append(_DUPLICATE_LINE)
         _explain_result(result)
         return
     _replicas_phase(ctx, feasible, result)
@@ -1242,26 +1314,615 @@ def _schedule(ctx: _Context, clusters: Sequence[ClusterInfo], result: ScheduleRe
 
 
 def _replicas_phase(ctx: _Context, feasible: Sequence[ClusterInfo], result: ScheduleResult) -> None:
-    lines = result.explanation
     by_name = {c.name: c for c in feasible}
     chosen = [by_name[name] for name in result.selected]
-    if not chosen:
-        lines.append("Replicas: no cluster selected.")
-        return
-    if ctx.desired <= 0:
-        lines.append("Replicas: nothing to split (0 replicas wanted); no cluster is used.")
-        return
-    if not ctx.profile.replicas:
-        lines.append("Replicas: no replicas plugin in the profile; nothing is placed (as upstream).")
+    skipped = _replicas_skipped(ctx, bool(chosen))
+    if skipped is not None:
+        result.explanation.append(skipped)
         return
     plan_ = REPLICAS_PLUGINS[ctx.profile.replicas[0]](ctx, chosen)
+    _apply_replica_plan(result, ctx, plan_)
+    _explain_replicas(result, ctx, plan_)
+
+
+def _replicas_skipped(ctx: _Context, any_chosen: bool) -> str | None:
+    """Why the replicas phase places nothing (the explanation line), or None when it runs."""
+    if not any_chosen:
+        return "Replicas: no cluster selected."
+    if ctx.desired <= 0:
+        return "Replicas: nothing to split (0 replicas wanted); no cluster is used."
+    if not ctx.profile.replicas:
+        return "Replicas: no replicas plugin in the profile; nothing is placed (as upstream)."
+    return None
+
+
+def _apply_replica_plan(result: ScheduleResult, ctx: _Context, plan_: _ReplicaPlan) -> None:
     result.weights = dict(plan_.weights)
     result.weights_source = plan_.source
     result.estimated_capacity = dict(plan_.estimated_capacity)
     result.overflow = dict(plan_.overflow)
-    result.clusters = {name: plan_.replicas[name] for name in result.selected if plan_.replicas.get(name, 0) > 0}
+    planned = plan_.replicas
+    result.clusters = {name: planned[name] for name in result.selected if planned.get(name, 0) > 0}
     result.unplaced = max(ctx.desired - sum(result.clusters.values()), 0)  # type: ignore[arg-type]
-    _explain_replicas(result, ctx, plan_)
+
+
+# --------------------------------------------------------------------------- batch scheduling
+#
+# A fleet-wide reschedule runs thousands of units over the same clusters, and most units
+# share a policy: the same filters, selector, tolerations and request give the same
+# filter and score results on every cluster. ClusterSnapshot computes each phase once per
+# *signature* of exactly the unit inputs that phase reads, and does per unit only what
+# depends on the unit alone (where it runs today, its replica count, its key).
+
+
+class _Uncacheable(Exception):
+    """A unit input has no canonical hashable form; such a unit takes the plain path."""
+
+
+def _freeze_json(value: Any) -> tuple[Any, ...]:
+    """Hashable canonical form of decoded JSON (affinity terms).
+
+    Dict key order is ignored and lists equal tuples (the plugins only
+    ``.get`` keys and iterate sequences); scalars keep their exact type, since
+    1, 1.0 and True print differently. Anything else raises ``_Uncacheable``.
+    """
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return (kind, value)
+    if kind is list or kind is tuple:
+        return (list, tuple(_freeze_json(item) for item in value))
+    if kind is dict:
+        items = []
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _Uncacheable(key)
+            items.append((key, _freeze_json(item)))
+        items.sort(key=lambda pair: pair[0])
+        return (dict, tuple(items))
+    raise _Uncacheable(value)
+
+
+def _typed(value: Any) -> tuple[type, Any]:
+    """A value with its exact type: equal but differently typed numbers must not share results."""
+    return (type(value), value)
+
+
+def _tolerations_key(tolerations: Sequence[Mapping[str, str]]) -> tuple[tuple[Any, ...], ...]:
+    """The four fields :func:`tolerates` reads, normalised exactly as it normalises them.
+
+    Tolerations are only ever compared for equality (never printed), so two
+    that normalise equal tolerate the same taints.
+    """
+    return tuple(
+        (t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "", t.get("effect") or "")
+        for t in tolerations
+    )
+
+
+def _request_key(request: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    """The resource request, order-free; only exact ``str -> int`` requests are cached."""
+    for name, amount in request.items():
+        if type(name) is not str or type(amount) is not int:
+            raise _Uncacheable(name)
+    return tuple(sorted(request.items()))
+
+
+def _selector_key(selector: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The clusterSelector in its own order (the failure reason prints it in that order)."""
+    items = tuple(selector.items())
+    for key, value in items:
+        if type(key) is not str or type(value) is not str:
+            raise _Uncacheable(key)
+    return items
+
+
+def _placements_key(placements: Mapping[str, Placement]) -> frozenset[tuple[Any, ...]]:
+    return frozenset(
+        (name, _typed(p.weight), _typed(p.min_replicas), _typed(p.max_replicas)) for name, p in placements.items()
+    )
+
+
+@dataclass(frozen=True)
+class _UnitKeys:
+    """What each phase reads from a unit, as cache keys (see :class:`ClusterSnapshot`).
+
+    ``filters``: GVK, tolerations, request, placement names, clusterSelector,
+    required affinity. ``scores``: tolerations (PreferNoSchedule), request,
+    preferred affinity. ``select``: maxClusters. ``replicas``: placements
+    (weights, min, max), tolerations (NoSchedule), request. Per-unit inputs
+    (current replicas, avoid_migration, replicas, key, mode) are in no key:
+    they are applied per unit.
+    """
+
+    filters: tuple[Any, ...]
+    scores: tuple[Any, ...]
+    select: tuple[Any, ...]
+    replicas: tuple[Any, ...]
+
+
+class _BoundedCache(dict):  # type: ignore[type-arg]
+    """A dict that forgets its oldest entry beyond ``limit`` entries.
+
+    Signatures are few in practice (policies × request shapes), but a stream
+    of one-off units must not grow memory without bound.
+    """
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def remember(self, key: Any, value: Any) -> Any:
+        if len(self) >= self.limit:
+            del self[next(iter(self))]
+        self[key] = value
+        return value
+
+
+@dataclass(frozen=True)
+class _FilterBase:
+    """Filter results for a unit that runs nowhere yet: ``reasons`` per cluster index (None = passes)."""
+
+    reasons: tuple[tuple[str, ...] | None, ...]
+    feasible: tuple[int, ...]
+    filtered: dict[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class _Phases:
+    """Scores and selection over one feasible set; ``error`` is the select phase's unit error."""
+
+    feasible: list[str]
+    scores: dict[str, dict[str, int]]
+    totals: dict[str, int]
+    selected: list[str]
+    not_selected: dict[str, str]
+    error: str | None
+
+
+class _ProfileCaches:
+    """One profile's caches: phase results differ between profiles for the same unit."""
+
+    def __init__(self, limit: int) -> None:
+        self.filters = _BoundedCache(limit)
+        self.raw_scores = _BoundedCache(limit)
+        self.phases = _BoundedCache(limit)
+        self.replicas = _BoundedCache(limit * 4)
+
+
+#: The plugins whose inputs the snapshot's cache keys cover, as registered at import. A
+#: profile using anything else (or a plugin replaced in a registry later) is scheduled
+#: through plain :func:`schedule`, uncached.
+_BUILTIN_PLUGINS: dict[str, dict[str, Any]] = {phase: dict(registry) for phase, registry in _REGISTRIES.items()}
+
+
+def _profile_plugins(profile: Profile) -> tuple[tuple[Mapping[str, Any], str, Any], ...] | None:
+    """(registry, name, built-in plugin) for every plugin of the profile; None if one is not built in."""
+    plugins = []
+    for phase in _PHASES:
+        registry, builtin = _REGISTRIES[phase], _BUILTIN_PLUGINS[phase]
+        for name in getattr(profile, phase):
+            if name not in builtin:
+                return None
+            plugins.append((registry, name, builtin[name]))
+    return tuple(plugins)
+
+
+class ClusterSnapshot:
+    """The clusters prepared once for scheduling many units (a fleet-wide reschedule).
+
+    ``snapshot.schedule(unit)`` returns exactly what ``schedule(unit,
+    clusters, profile)`` returns, field by field, except that with
+    ``explain=False`` the ``explanation`` is left empty (building ~one line
+    per cluster per unit costs about as much as the scheduling itself).
+
+    Why it is faster: filter, score and select results are cached per
+    *signature*, the unit inputs those phases read (see :class:`_UnitKeys`),
+    computed as if the unit ran nowhere. Clusters where the unit runs today
+    are the only ones whose filter result can depend on the unit alone
+    (ClusterReady with cordoning and avoid_migration, NoSchedule taints and
+    resource fit are relaxed there), so they are re-filtered per unit; when
+    that changes which clusters are feasible, the clusters that flipped become
+    part of the score/select key (normalised scores depend on the feasible
+    set). The replicas phase caches weights, min/max and free room per chosen
+    cluster list and placements; caps from current replicas, capacities and
+    the planner itself run per unit. A unit whose inputs have no canonical
+    hashable form, or a profile with plugins the snapshot does not know, goes
+    through plain :func:`schedule`.
+
+    The snapshot is the cluster state when it was built: build a new one when
+    clusters change, and do not mutate the ``ClusterInfo`` objects while using
+    it. Not thread-safe; use one per worker (they are cheap to build).
+    Duplicate cluster names raise ``ValueError`` here, as :func:`schedule` does.
+    """
+
+    def __init__(
+        self,
+        clusters: Sequence[ClusterInfo],
+        profile: Profile | str = DEFAULT_PROFILE,
+        *,
+        explain: bool = True,
+        cache_size: int = 1024,
+    ) -> None:
+        self.clusters: tuple[ClusterInfo, ...] = tuple(clusters)
+        self.names: tuple[str, ...] = tuple(c.name for c in self.clusters)
+        if len(set(self.names)) != len(self.names):
+            raise ValueError("cluster names must be unique")
+        self.profile = profile
+        self.explain = explain
+        self._index = {name: i for i, name in enumerate(self.names)}
+        self._reported_current = [(c.name, c.current_replicas) for c in self.clusters if c.current_replicas]
+        self._cache_size = cache_size
+        self._profiles: dict[Profile, _ProfileCaches] = {}
+        self._plugins: dict[Profile, tuple[tuple[Mapping[str, Any], str, Any], ...] | None] = {}
+        self._gvks: dict[str, tuple[frozenset[str] | None, str | None]] = {}
+        self._required: _BoundedCache = _BoundedCache(cache_size)
+        self._preferred: _BoundedCache = _BoundedCache(cache_size)
+        #: How units were served: "cached" (shared phase results) or "plain" (through schedule()).
+        self.stats = {"cached": 0, "plain": 0}
+
+    # ------------------------------------------------------------------ entry points
+
+    def schedule(
+        self,
+        unit: SchedulingUnit,
+        profile: Profile | str | None = None,
+        *,
+        explain: bool | None = None,
+    ) -> ScheduleResult:
+        """Schedule one unit; ``profile`` and ``explain`` default to the snapshot's."""
+        profile = self.profile if profile is None else profile
+        explain = self.explain if explain is None else explain
+        prepared = self._prepare(unit, profile)
+        if prepared is None:
+            return self._plain(unit, profile, explain)
+        self.stats["cached"] += 1
+        ctx, keys, preferred_error = prepared
+        result = ScheduleResult(profile=ctx.profile.name if isinstance(profile, Profile) else profile)
+        if preferred_error is not None:
+            return self._fail(result, preferred_error, explain)
+        if explain:
+            result.explanation.append(_header(ctx, len(self.clusters)))
+        if unit.sticky_cluster and ctx.current:
+            _keep_sticky(ctx, result)
+            if explain:
+                _explain_sticky(result, self.clusters)
+            return result
+        try:
+            self._schedule(ctx, keys, result, explain)
+        except _UnitError as exc:
+            return self._fail(result, str(exc), explain)
+        return result
+
+    def schedule_many(
+        self,
+        units: Iterable[SchedulingUnit],
+        profile: Profile | str | None = None,
+        *,
+        explain: bool | None = None,
+    ) -> Iterator[ScheduleResult]:
+        """Results in the order of ``units``, lazily (a reschedule can stream them to storage)."""
+        for unit in units:
+            yield self.schedule(unit, profile, explain=explain)
+
+    # ------------------------------------------------------------------ unit preparation
+
+    def _plain(self, unit: SchedulingUnit, profile: Profile | str, explain: bool) -> ScheduleResult:
+        """The uncached reference path, for inputs the caches cannot key."""
+        self.stats["plain"] += 1
+        result = schedule(unit, self.clusters, profile)
+        if not explain:
+            result.explanation = []
+        return result
+
+    def _fail(self, result: ScheduleResult, message: str, explain: bool) -> ScheduleResult:
+        if explain:
+            return _fail(result, message, self.clusters)
+        result.error = message
+        result.clusters = {}
+        return result
+
+    def _prepare(
+        self, unit: SchedulingUnit, profile: Profile | str
+    ) -> tuple[_Context, _UnitKeys, str | None] | None:
+        """The unit's context and cache keys, or None to take the plain path.
+
+        Mirrors :func:`_prepare` with cached compilation. Anything unusual
+        (unknown profile, unknown plugins, inputs without a canonical form,
+        inputs that make ``_prepare`` raise) returns None: :func:`schedule`
+        then reports or raises exactly what it always did. The third item is
+        an invalid preferred affinity, which fails the unit like upstream.
+        """
+        if isinstance(profile, Profile):
+            prof = profile
+        elif isinstance(profile, str) and profile in PROFILES:
+            prof = PROFILES[profile]
+        else:
+            return None
+        if not self._builtin_plugins_only(prof):
+            return None
+        try:
+            return self._context(unit, prof)
+        except Exception:  # noqa: BLE001 - the plain path reproduces the exact outcome
+            return None
+
+    def _context(self, unit: SchedulingUnit, prof: Profile) -> tuple[_Context, _UnitKeys, str | None]:
+        if type(unit.gvk) is not str:
+            raise _Uncacheable(unit.gvk)
+        current: dict[str, int | None] = dict(unit.current_clusters)
+        for name, replicas in self._reported_current:
+            if name not in current:
+                current[name] = replicas
+        affinity = _affinity(unit.cluster_affinity)
+        required_key = None if affinity.required is None else _freeze_json(affinity.required)
+        preferred_key = _freeze_json(affinity.preferred)
+        tolerations = tuple(unit.tolerations)
+        tolerations_key = _tolerations_key(tolerations)
+        request = dict(unit.resource_request)
+        request_key = _request_key(request)
+        selector = _selector_key(unit.cluster_selector)
+        placements = {name: _placement(p) for name, p in unit.placements.items()}
+        keys = _UnitKeys(
+            filters=(unit.gvk, tolerations_key, request_key, frozenset(placements), selector, required_key),
+            scores=(tolerations_key, request_key, preferred_key),
+            select=_typed(unit.max_clusters),
+            replicas=(_placements_key(placements), tolerations_key, request_key),
+        )
+        hash(keys)  # unhashable values (a list as a toleration value, ...) take the plain path
+        preferred, preferred_error = self._compiled_preferred(preferred_key, affinity.preferred)
+        gvk, gvk_error = self._gvk(unit.gvk)
+        ctx = _Context(
+            unit=unit,
+            profile=prof,
+            mode=DUPLICATE if unit.scheduling_mode == DUPLICATE or unit.desired_replicas is None else DIVIDE,
+            current=current,
+            scheduled=frozenset(name for name, replicas in current.items() if replicas is None or replicas > 0),
+            gvk=gvk,
+            gvk_error=gvk_error,
+            selector=selector,
+            required=None if affinity.required is None else self._compiled_required(required_key, affinity.required),
+            preferred=preferred,
+            tolerations=tolerations,
+            prefer_tolerations=tuple(t for t in tolerations if (t.get("effect") or "") in ("", PREFER_NO_SCHEDULE)),
+            request=request,
+            score_resources=_score_resources(request),
+            placements=placements,
+        )
+        return ctx, keys, preferred_error
+
+    def _builtin_plugins_only(self, prof: Profile) -> bool:
+        """Whether the registries still hold the built-in plugins this profile names (checked per unit)."""
+        if prof not in self._plugins:
+            self._plugins[prof] = _profile_plugins(prof)
+        plugins = self._plugins[prof]
+        return plugins is not None and all(registry.get(name) is plugin for registry, name, plugin in plugins)
+
+    def _gvk(self, gvk: str) -> tuple[frozenset[str] | None, str | None]:
+        known = self._gvks.get(gvk)
+        if known is None:
+            try:
+                known = (_gvk_spellings(gvk), None)
+            except _UnitError as exc:
+                known = (None, str(exc))
+            self._gvks[gvk] = known
+        return known
+
+    def _compiled_required(self, key: Any, terms: Sequence[Mapping[str, Any] | None]) -> tuple[_Term, ...]:
+        compiled = self._required.get(key)
+        if compiled is None:
+            compiled = self._required.remember(key, tuple(_Term.compile(t) for t in terms))
+        return compiled
+
+    def _compiled_preferred(
+        self, key: Any, preferred: Sequence[Mapping[str, Any]]
+    ) -> tuple[tuple[tuple[int, Selector], ...], str | None]:
+        compiled = self._preferred.get(key)
+        if compiled is None:
+            try:
+                compiled = (_compile_preferred(preferred), None)
+            except _UnitError as exc:
+                compiled = ((), str(exc))
+            self._preferred.remember(key, compiled)
+        return compiled
+
+    def _caches(self, prof: Profile) -> _ProfileCaches:
+        caches = self._profiles.get(prof)
+        if caches is None:
+            caches = self._profiles[prof] = _ProfileCaches(self._cache_size)
+        return caches
+
+    # ------------------------------------------------------------------ phases
+
+    def _schedule(self, ctx: _Context, keys: _UnitKeys, result: ScheduleResult, explain: bool) -> None:
+        """:func:`_schedule` over cached phase results (same order of fields and lines)."""
+        prof = ctx.profile
+        caches = self._caches(prof)
+        base = self._filter_base(ctx, caches, keys)
+        reasons, flipped = self._refilter_where_running(ctx, base)
+        result.filtered = self._filtered(base, reasons)
+        phases = self._phases(ctx, caches, keys, base, reasons, flipped)
+        result.feasible = list(phases.feasible)
+        if explain:
+            _explain_filters(result, self.clusters, prof)
+        if not phases.feasible:
+            if explain:
+                _explain_result(result)
+            return
+        result.scores = dict(zip(phases.scores, map(dict.copy, phases.scores.values())))
+        result.total_scores = dict(phases.totals)
+        if explain:
+            _explain_scores(result, prof)
+        if phases.error is not None:
+            raise _UnitError(phases.error)
+        result.selected = list(phases.selected)
+        result.not_selected = dict(phases.not_selected)
+        if explain:
+            _explain_select(result, prof, ctx.unit.max_clusters)
+        if ctx.mode == DUPLICATE:
+            result.clusters = dict.fromkeys(result.selected)
+            if explain:
+                result.explanation.append(_DUPLICATE_LINE)
+        else:
+            self._replicas(ctx, caches, keys, result, explain)
+        if explain:
+            _explain_result(result)
+
+    def _filter_base(self, ctx: _Context, caches: _ProfileCaches, keys: _UnitKeys) -> _FilterBase:
+        """Every cluster's filter reasons for a unit running nowhere, cached per filter key.
+
+        With no current replicas the filter plugins read only the key's inputs
+        and the cluster, so any unit with the same key gets the same reasons.
+        """
+        base = caches.filters.get(keys.filters)
+        if base is not None:
+            return base
+        nowhere = replace(ctx, current={}, scheduled=frozenset())
+        plugins = _filter_plugins(ctx.profile)
+        reasons = tuple(tuple(_filter_reasons(nowhere, plugins, c)) or None for c in self.clusters)
+        base = _FilterBase(
+            reasons=reasons,
+            feasible=tuple(i for i, why in enumerate(reasons) if why is None),
+            filtered={self.names[i]: why for i, why in enumerate(reasons) if why is not None},
+        )
+        return caches.filters.remember(keys.filters, base)
+
+    def _refilter_where_running(
+        self, ctx: _Context, base: _FilterBase
+    ) -> tuple[dict[int, tuple[str, ...] | None], tuple[int, ...]]:
+        """Filter the clusters the unit runs on with the real context.
+
+        Returns the reasons that differ from the base (by cluster index) and
+        the indices whose pass/fail flipped, which change the feasible set.
+        """
+        changed: dict[int, tuple[str, ...] | None] = {}
+        plugins = None
+        for name in ctx.scheduled:
+            i = self._index.get(name)
+            if i is None:
+                continue
+            plugins = plugins or _filter_plugins(ctx.profile)
+            reasons = tuple(_filter_reasons(ctx, plugins, self.clusters[i])) or None
+            if reasons != base.reasons[i]:
+                changed[i] = reasons
+        flipped = tuple(sorted(i for i, why in changed.items() if (why is None) != (base.reasons[i] is None)))
+        return changed, flipped
+
+    def _filtered(self, base: _FilterBase, changed: Mapping[int, tuple[str, ...] | None]) -> dict[str, list[str]]:
+        """``ScheduleResult.filtered`` in cluster order, as fresh lists (results are mutable)."""
+        if not changed:
+            return dict(zip(base.filtered, map(list, base.filtered.values())))
+        filtered: dict[str, list[str]] = {}
+        for i, name in enumerate(self.names):
+            why = changed[i] if i in changed else base.reasons[i]
+            if why is not None:
+                filtered[name] = list(why)
+        return filtered
+
+    def _phases(
+        self,
+        ctx: _Context,
+        caches: _ProfileCaches,
+        keys: _UnitKeys,
+        base: _FilterBase,
+        changed: Mapping[int, tuple[str, ...] | None],
+        flipped: tuple[int, ...],
+    ) -> _Phases:
+        """Scores and selection for the unit's feasible set, cached.
+
+        The key is the filter key plus the flipped clusters (which, with the
+        base, determine the feasible set), the score key and maxClusters.
+        """
+        key = (keys.filters, flipped, keys.scores, keys.select)
+        phases = caches.phases.get(key)
+        if phases is not None:
+            return phases
+        if flipped:
+            feasible = [i for i, why in enumerate(base.reasons) if changed.get(i, why) is None]
+        else:
+            feasible = list(base.feasible)
+        scores, totals = self._scores(ctx, caches, keys, feasible)
+        names = [self.names[i] for i in feasible]
+        selected: list[str] = []
+        not_selected: dict[str, str] = {}
+        error = None
+        if feasible:
+            try:
+                selected, not_selected = _run_select(ctx, names, totals)
+            except _UnitError as exc:
+                error = str(exc)
+        return caches.phases.remember(key, _Phases(names, scores, totals, selected, not_selected, error))
+
+    def _scores(
+        self, ctx: _Context, caches: _ProfileCaches, keys: _UnitKeys, feasible: Sequence[int]
+    ) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+        """:func:`_run_scores` with each cluster's raw (unnormalised) scores cached per score key."""
+        prof = ctx.profile
+        plugins = [SCORE_PLUGINS[name] for name in prof.scores]
+        raw = caches.raw_scores.get(keys.scores)
+        if raw is None:
+            raw = caches.raw_scores.remember(keys.scores, {})
+        rows = []
+        for i in feasible:
+            row = raw.get(i)
+            if row is None:
+                row = raw[i] = tuple(plugin.score(ctx, self.clusters[i]) for plugin in plugins)
+            rows.append(row)
+        per_cluster: dict[str, dict[str, int]] = {self.names[i]: {} for i in feasible}
+        totals = dict.fromkeys(per_cluster, 0)
+        for column, (name, plugin) in enumerate(zip(prof.scores, plugins)):
+            scores = {self.names[i]: row[column] for i, row in zip(feasible, rows)}
+            if plugin.normalize:
+                default_normalize_score(scores, plugin.reverse)
+            weight = prof.score_weight(name)
+            for cluster, score in scores.items():
+                per_cluster[cluster][name] = score
+                totals[cluster] += weight * score
+        return per_cluster, totals
+
+    def _replicas(
+        self, ctx: _Context, caches: _ProfileCaches, keys: _UnitKeys, result: ScheduleResult, explain: bool
+    ) -> None:
+        """:func:`_replicas_phase` with the unit-independent inputs cached per chosen clusters."""
+        skipped = _replicas_skipped(ctx, bool(result.selected))
+        if skipped is not None:
+            if explain:
+                result.explanation.append(skipped)
+            return
+        key = (keys.replicas, tuple(result.selected))
+        inputs = caches.replicas.get(key)
+        if inputs is None:
+            chosen = [self.clusters[self._index[name]] for name in result.selected]
+            inputs = caches.replicas.remember(key, _replica_inputs(ctx, chosen))
+        plan_ = _plan_replicas(ctx, inputs)
+        _apply_replica_plan(result, ctx, plan_)
+        if explain:
+            _explain_replicas(result, ctx, plan_)
+
+
+def schedule_many(
+    units: Iterable[SchedulingUnit],
+    clusters: Sequence[ClusterInfo],
+    profile: Profile | str = DEFAULT_PROFILE,
+    *,
+    explain: bool = True,
+) -> Iterator[ScheduleResult]:
+    """``schedule(unit, clusters, profile)`` for every unit, sharing work between them.
+
+    One :class:`ClusterSnapshot` serves the whole batch, so results equal
+    :func:`schedule`'s field by field (``explanation`` is empty with
+    ``explain=False``, the fast mode for reschedules that store placements
+    only). Lazy: results come in the order of ``units`` as they are
+    consumed; duplicate cluster names raise ``ValueError`` as soon as
+    iteration starts (even with no units).
+    """
+    snapshot = ClusterSnapshot(clusters, profile, explain=explain)
+    yield from snapshot.schedule_many(units)
+
+
+def matches_terms(terms: Sequence[Mapping[str, Any]], name: str, labels: Mapping[str, str]) -> bool:
+    """Whether a cluster satisfies any of ``terms`` (ORed, as ``ClusterAffinity.required``);
+    override policies target clusters with the same terms."""
+    matched, _ = _match_terms([_Term.compile(t) for t in terms], ClusterInfo(name=name, labels=dict(labels)))
+    return matched
 
 
 # --------------------------------------------------------------------------- validation

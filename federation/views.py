@@ -1,7 +1,795 @@
-"""Federation pages."""
+"""Federation pages: federated objects (list, detail with live per-cluster progress, submit,
+edit, rollout controls), propagation and override policies, the water-level dashboard with
+cordon/drain, and the what-if simulation.
 
-from django.views.generic import TemplateView
+Every write calls ``services`` inside the view, so the UI validates, versions and audits
+exactly like the API; a ``FederationRefused`` comes back as errors on the fields it names,
+with everything typed kept and nothing changed. Reads need the view permissions (every
+role); each write also needs its own model or action permission, and its controls are only
+shown to those who hold it.
+
+Live: the index and an object's page subscribe to "federation" / "federation-object-<pk>"
+and re-render their live parts from ``?fragment=live`` (a small template, not the page);
+the water-level dashboard refetches its JSON on "water-levels". The dashboard must stay
+fast at 500 clusters: a fixed number of queries (``water.water_levels`` and
+``water.history`` read every cluster at once), the table's rows built in Python, the charts
+drawn client-side from one compact columnar JSON blob (the history embedded only while the
+window is small; a big fleet's page fetches it from the JSON endpoint after load).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from functools import cached_property
+from html import escape
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.mixins import PermissionRequiredMixin
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import Http404, JsonResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext as _
+from django.views import View
+from django.views.generic import DetailView, FormView, TemplateView
+
+from fleet.models import Cluster
+
+from . import services, water, whatif
+from .forms import (
+    EXAMPLE_OBJECT,
+    NO_NAMESPACE,
+    POLICY_KINDS,
+    CordonForm,
+    DeleteForm,
+    EditTemplateForm,
+    ObjectFilterForm,
+    PolicyForm,
+    ReasonForm,
+    RollbackForm,
+    SubmitForm,
+    WhatIfForm,
+    add_refusal,
+    to_yaml,
+)
+from .models import ClusterCordon, FederatedObject, MemberObject, WaterLevelSample
+from .policy import desired_replicas
+from .scheduler import format_amount
+from .services import FederationRefused
+
+VIEW = "federation.view_federatedobject"
+ADD = "federation.add_federatedobject"
+CHANGE = "federation.change_federatedobject"
+DELETE = "federation.delete_federatedobject"
+MANAGE_ROLLOUT = "federation.manage_rollout"
+RESCHEDULE = "federation.reschedule_federatedobject"
+CORDON = "federation.cordon_cluster"
+VIEW_CLUSTERS = "fleet.view_cluster"
+
+OBJECT_PAGE = 100
+CLUSTERS_SHOWN = 6
+REVISIONS_SHOWN = 50
+HOURS = (1, 6, 24)
+#: History points on the dashboard in all (thinned per cluster), so 500 clusters stay small.
+HISTORY_POINT_BUDGET = 12_000
+#: Samples in the window up to which the page embeds the history (above: fetched after load).
+HISTORY_EMBED_SAMPLES = 5_000
 
 
-class IndexView(TemplateView):
+def object_url(fed: FederatedObject | int) -> str:
+    return reverse("federation:object-detail", args=[getattr(fed, "pk", fed)])
+
+
+def pct(part: float | None, whole: float | None) -> str:
+    """A bar width for an inline style: unlocalized, 0..100."""
+    if not whole or not part:
+        return "0"
+    return f"{min(max(100.0 * part / whole, 0.0), 100.0):.1f}"
+
+
+def number(value: float) -> str:
+    """1234.5 → "1,234.5", 12.0 → "12" (the dashboard's pre-formatted cells)."""
+    return f"{value:,.1f}".removesuffix(".0")
+
+
+def phase_labels() -> dict[str, str]:
+    return {value: str(label) for value, label in FederatedObject.Phase.choices}
+
+
+def script_labels() -> dict[str, Any]:
+    """What federation.js prints, in the user's language."""
+    return {
+        "phases": phase_labels(), "cpu": _("CPU"), "memory": _("Memory"), "gpu": _("GPU"),
+        "deployRate": _("Deploy rate (%)"), "weight": _("Dynamic weight (‰)"), "before": _("Before"), "after": _("After"),
+        "cordoned": _("cordoned"), "draining": _("draining"), "deleted": _("This object was deleted."),
+        "reason": _("Reason (kept in the audit log)"), "cordon": _("Cordon"), "drain": _("Drain"),
+        "uncordon": _("Uncordon"), "free": _("free"),
+    }
+
+
+# ---------------------------------------------------------------------------- index
+
+
+def placement_summary(placement: Mapping[str, int | None]) -> tuple[list[tuple[str, str]], int]:
+    """The first clusters of a placement as (name, replicas or "copy"), and how many more."""
+    items = sorted(placement.items())
+    shown = [(name, _("copy") if replicas is None else str(replicas)) for name, replicas in items[:CLUSTERS_SHOWN]]
+    return shown, max(0, len(items) - CLUSTERS_SHOWN)
+
+
+def readiness(fed: FederatedObject) -> tuple[int, int | None]:
+    """(ready, desired): replicas for workloads, applied copies for everything else."""
+    status = fed.status or {}
+    if "desiredReplicas" in status:
+        return int(status.get("readyReplicas") or 0), int(status["desiredReplicas"])
+    clusters = status.get("clusters") or {}
+    return sum(1 for c in clusters.values() if c.get("state") == "applied"), len(fed.placement or {})
+
+
+class IndexView(PermissionRequiredMixin, TemplateView):
+    """Federated objects with their phase, placement and readiness; counts by phase; filters."""
+
+    permission_required = VIEW
     template_name = "federation/index.html"
+
+    def get_template_names(self):
+        if self.request.GET.get("fragment") == "live":
+            return ["federation/_index_live.html"]
+        return [self.template_name]
+
+    def get_context_data(self, **kwargs):
+        everything = FederatedObject.objects.order_by()
+        namespaces = sorted(set(everything.values_list("namespace", flat=True)))
+        kinds = sorted(set(everything.values_list("kind", flat=True)))
+        form = ObjectFilterForm(self.request.GET, namespaces=namespaces, kinds=kinds)
+        scoped = everything
+        phase = ""
+        if form.is_valid():
+            data = form.cleaned_data
+            if data["namespace"]:
+                scoped = scoped.filter(namespace="" if data["namespace"] == NO_NAMESPACE else data["namespace"])
+            if data["kind"]:
+                scoped = scoped.filter(kind=data["kind"])
+            phase = data["phase"]
+        counts = dict(scoped.values_list("phase").annotate(n=Count("pk")))
+        rows = scoped.filter(phase=phase) if phase else scoped
+        rows = rows.order_by("namespace", "kind", "name").select_related("propagation_policy").defer(
+            "template", "schedule", "references", "message")
+        page = Paginator(rows, OBJECT_PAGE).get_page(self.request.GET.get("page"))
+        for fed in page.object_list:
+            fed.clusters_shown, fed.clusters_more = placement_summary(fed.placement or {})
+            fed.ready_count, fed.desired_count = readiness(fed)
+        query = self.request.GET.copy()
+        for key in ("page", "fragment"):
+            query.pop(key, None)
+        other = query.copy()
+        other.pop("phase", None)
+        phase_counts = []
+        for value, label in FederatedObject.Phase.choices:
+            one = other.copy()
+            one["phase"] = value
+            phase_counts.append({"phase": value, "label": label, "count": counts.get(value, 0), "active": value == phase,
+                                 "query": one.urlencode()})
+        return super().get_context_data(**kwargs) | {
+            "filter_form": form, "objects": page, "phase_counts": phase_counts, "total": sum(counts.values()),
+            "query": query.urlencode(), "all_query": other.urlencode(), "phase": phase,
+            "topics": ["federation"], "federation_labels": script_labels(),
+        }
+
+
+# ---------------------------------------------------------------------------- one object
+
+
+def placement_rows(schedule: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per cluster the scheduler saw: outcome, replicas, reasons, scores, weight, capacity;
+    placed clusters first (by replicas), then feasible, then filtered, each by name."""
+    clusters = schedule.get("clusters") or {}
+    filtered = schedule.get("filtered") or {}
+    not_selected = schedule.get("not_selected") or {}
+    selected = set(schedule.get("selected") or ())
+    scores, totals = schedule.get("scores") or {}, schedule.get("total_scores") or {}
+    weights, capacity = schedule.get("weights") or {}, schedule.get("estimated_capacity") or {}
+    overflow = schedule.get("overflow") or {}
+    labels = outcome_labels()
+    names = dict.fromkeys([*clusters, *(schedule.get("feasible") or ()), *filtered])
+    rows = []
+    for name in names:
+        if name in clusters:
+            outcome, order = "placed", 0
+        elif name in filtered:
+            outcome, order = "filtered", 3
+        elif name in not_selected:
+            outcome, order = "not-selected", 2
+        elif name in selected:
+            outcome, order = "zero", 1
+        else:
+            outcome, order = "feasible", 2
+        replicas = clusters.get(name)
+        rows.append({
+            "cluster": name, "outcome": outcome, "order": order,
+            "replicas": (_("copy") if replicas is None else replicas) if name in clusters else 0,
+            "reasons": list(filtered.get(name) or ([not_selected[name]] if name in not_selected else [])),
+            "label": labels[outcome], "score": totals.get(name),
+            "plugin_scores": ", ".join(f"{k} {v}" for k, v in (scores.get(name) or {}).items()),
+            "weight": weights.get(name), "capacity": capacity.get(name), "overflow": overflow.get(name),
+        })
+    rows.sort(key=lambda r: (r["order"], -(r["replicas"] if isinstance(r["replicas"], int) else 0), r["cluster"]))
+    return rows
+
+
+def outcome_labels() -> dict[str, str]:
+    return {"placed": _("placed"), "zero": _("0 replicas"), "not-selected": _("not selected"),
+            "feasible": _("feasible"), "filtered": _("filtered out")}
+
+
+def member_rows(fed: FederatedObject) -> list[dict[str, Any]]:
+    """One row per cluster it runs in or is placed on: scheduled replicas, state, the error
+    with its retry, observed counts, and bars of updated and available toward scheduled."""
+    copy_replicas = desired_replicas(fed.template)
+    members = {m.cluster.name: m for m in MemberObject.objects.filter(object=fed).select_related("cluster")}
+    placement = fed.placement or {}
+    rows = []
+    for name in sorted(set(members) | set(placement)):
+        member = members.get(name)
+        scheduled = placement.get(name, member.replicas if member else None)
+        target = copy_replicas if scheduled is None else scheduled
+        observed = (member.observed if member else None) or {}
+        current = observed.get("templateHash") == fed.template_hash or fed.kind != "Deployment"
+        updated = int(observed.get("updatedReplicas") or 0) if current else 0
+        available = int(observed.get("availableReplicas") or 0)
+        rows.append({
+            "cluster": name, "member": member, "leaving": name not in placement,
+            "scheduled": scheduled, "copy": scheduled is None, "target": target,
+            "state": member.state if member else MemberObject.State.PENDING,
+            "state_label": member.get_state_display() if member else MemberObject.State.PENDING.label,
+            "ready": observed.get("readyReplicas"), "available": observed.get("availableReplicas"),
+            "updated": updated if observed else None, "current": current,
+            "updated_pct": pct(updated, target), "available_pct": pct(available, target),
+        })
+    return rows
+
+
+def status_summary(fed: FederatedObject) -> dict[str, Any]:
+    status = fed.status or {}
+    ready, desired = readiness(fed)
+    return {"ready": ready, "desired": desired, "available": status.get("availableReplicas"),
+            "updated": status.get("updatedReplicas"), "replicas": status.get("replicas"),
+            "succeeded": status.get("succeeded"), "workload": "desiredReplicas" in status}
+
+
+class ObjectDetailView(PermissionRequiredMixin, DetailView):
+    """Status, per-cluster progress (live), placement explanation, template, revisions and the
+    write forms this user may use."""
+
+    permission_required = VIEW
+    template_name = "federation/object_detail.html"
+    context_object_name = "fed"
+    queryset = FederatedObject.objects.select_related("propagation_policy", "override_policy")
+
+    def get_template_names(self):
+        if self.request.method == "GET" and self.request.GET.get("fragment") == "live":
+            return ["federation/_object_live.html"]
+        return [self.template_name]
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        fed = self.object
+        context.update(members=member_rows(fed), summary=status_summary(fed), federation_labels=script_labels(),
+                       topics=[f"federation-object-{fed.pk}", "federation"])
+        if self.request.GET.get("fragment") == "live" and self.request.method == "GET":
+            return context
+        revisions = list(fed.revisions.all()[:REVISIONS_SHOWN])
+        for revision in revisions:
+            revision.yaml = to_yaml(revision.template)
+        schedule = fed.schedule or {}
+        context.update(
+            revisions=revisions, template_yaml=to_yaml(fed.template), schedule=schedule,
+            placement=placement_rows(schedule),
+        )
+        for key, form in self.write_forms(fed, revisions).items():
+            context.setdefault(key, form)  # an action view passes its bound form instead
+        context["may_write"] = any(k in context for k in ("edit_form", "pause_form", "rollback_form", "reschedule_form",
+                                                          "delete_form"))
+        return context
+
+    def write_forms(self, fed: FederatedObject, revisions) -> dict[str, Any]:
+        user, forms = self.request.user, {}
+        if fed.deleting:
+            return forms
+        if user.has_perm(CHANGE):
+            forms["edit_form"] = EditTemplateForm(prefix="edit", fed=fed, initial={"template": to_yaml(fed.template)})
+        if user.has_perm(MANAGE_ROLLOUT):
+            forms["pause_form"] = ReasonForm(prefix="pause")
+            forms["rollback_form"] = RollbackForm(prefix="rollback", revisions=revisions)
+        if user.has_perm(RESCHEDULE):
+            forms["reschedule_form"] = ReasonForm(prefix="reschedule")
+        if user.has_perm(DELETE):
+            forms["delete_form"] = DeleteForm(prefix="delete", expected=fed.name)
+        return forms
+
+
+class ObjectActionView(ObjectDetailView):
+    """A POST-only write on one object. On a refusal the detail page comes back with the bound
+    form saying why, so nothing typed is lost and nothing is a 500."""
+
+    http_method_names = ("post",)
+    write_permission = ""
+    form_key = ""
+    prefix = ""
+
+    def get_permission_required(self) -> tuple[str, ...]:
+        return (VIEW, self.write_permission)
+
+    def make_form(self, fed: FederatedObject):
+        return ReasonForm(self.request.POST, prefix=self.prefix)
+
+    def perform(self, fed: FederatedObject, form) -> str | None:
+        raise NotImplementedError
+
+    def post(self, request, *args, **kwargs):
+        self.object = fed = self.get_object()
+        form = self.make_form(fed)
+        if fed.deleting:
+            form.is_valid()
+            form.add_error(None, _("This object is being deleted."))
+        elif form.is_valid():
+            try:
+                return redirect(self.perform(fed, form) or object_url(fed))
+            except FederationRefused as exc:
+                add_refusal(form, exc)
+        return self.render_to_response(self.get_context_data(**{self.form_key: form}))
+
+
+class ObjectEditView(ObjectActionView):
+    write_permission, form_key, prefix = CHANGE, "edit_form", "edit"
+
+    def make_form(self, fed):
+        return EditTemplateForm(self.request.POST, prefix=self.prefix, fed=fed)
+
+    def perform(self, fed, form):
+        before = fed.revision
+        fed, _created = services.submit(form.cleaned_data["template"], change_cause=form.cleaned_data["change_cause"])
+        if fed.revision == before:
+            messages.info(self.request, _("The template did not change; no new revision."))
+        else:
+            messages.success(self.request, _("Saved revision %(revision)s; it rolls out cluster by cluster.")
+                             % {"revision": fed.revision})
+
+
+class ObjectRolloutView(ObjectActionView):
+    """Pause or resume the cross-cluster rollout (the button pressed is ``action``)."""
+
+    write_permission, form_key, prefix = MANAGE_ROLLOUT, "pause_form", "pause"
+
+    def perform(self, fed, form):
+        paused = self.request.POST.get("action") == "pause"
+        services.set_paused(fed, paused, reason=form.cleaned_data["reason"])
+        messages.success(self.request, _("Rollout paused.") if paused else _("Rollout resumed."))
+
+
+class ObjectRollbackView(ObjectActionView):
+    write_permission, form_key, prefix = MANAGE_ROLLOUT, "rollback_form", "rollback"
+
+    def make_form(self, fed):
+        return RollbackForm(self.request.POST, prefix=self.prefix, revisions=list(fed.revisions.all()))
+
+    def perform(self, fed, form):
+        old = form.cleaned_data["revision"]
+        fed = services.rollback(fed, old, change_cause=form.cleaned_data["change_cause"])
+        messages.success(self.request, _("Rolled back to revision %(old)s as new revision %(new)s.")
+                         % {"old": old, "new": fed.revision})
+
+
+class ObjectRescheduleView(ObjectActionView):
+    write_permission, form_key, prefix = RESCHEDULE, "reschedule_form", "reschedule"
+
+    def perform(self, fed, form):
+        services.reschedule(fed, reason=form.cleaned_data["reason"])
+        messages.success(self.request, _("Rescheduling %(object)s: placement is computed afresh.") % {"object": fed})
+
+
+class ObjectDeleteView(ObjectActionView):
+    write_permission, form_key, prefix = DELETE, "delete_form", "delete"
+
+    def make_form(self, fed):
+        return DeleteForm(self.request.POST, prefix=self.prefix, expected=fed.name)
+
+    def perform(self, fed, form):
+        services.delete(fed)
+        messages.success(self.request, _("Deleting %(object)s: it is removed from every member cluster.") % {"object": fed})
+        return reverse("federation:index")
+
+
+class ObjectCreateView(PermissionRequiredMixin, FormView):
+    """Submit a native object (or a new template for one that exists) with its policies."""
+
+    permission_required = (VIEW, ADD)
+    template_name = "federation/object_form.html"
+    form_class = SubmitForm
+
+    def get_initial(self):
+        return {"object": EXAMPLE_OBJECT}
+
+    def form_valid(self, form):
+        data = form.cleaned_data
+        meta = data["object"].get("metadata") if isinstance(data["object"].get("metadata"), Mapping) else {}
+        exists = FederatedObject.objects.filter(namespace=meta.get("namespace") or "", kind=data["object"].get("kind"),
+                                                name=meta.get("name")).exists()
+        if exists and not self.request.user.has_perm(CHANGE):
+            form.add_error("object", _("This object is already federated, and you may not change it."))
+            return self.form_invalid(form)
+        try:
+            fed, created = services.submit(data["object"], propagation_policy=data["propagation_policy"] or None,
+                                           override_policy=data["override_policy"] or None,
+                                           change_cause=data["change_cause"])
+        except FederationRefused as exc:
+            add_refusal(form, exc)
+            return self.form_invalid(form)
+        if created:
+            messages.success(self.request, _("Submitted %(object)s; it is being scheduled.") % {"object": fed})
+        else:
+            messages.success(self.request, _("Updated %(object)s (revision %(revision)s).")
+                             % {"object": fed, "revision": fed.revision})
+        return redirect(object_url(fed))
+
+
+# ---------------------------------------------------------------------------- policies
+
+
+def policy_perm(kind: str, verb: str) -> str:
+    return f"federation.{verb}_{POLICY_KINDS[kind]._meta.model_name}"
+
+
+def policy_url(kind: str, policy) -> str:
+    return reverse("federation:policy-detail", args=[kind, policy.pk])
+
+
+def spec_summary(kind: str, spec: Mapping[str, Any]) -> str:
+    """One line about a policy: its mode and constraints, or its rule count."""
+    if kind == "override":
+        rules = spec.get("overrideRules") or []
+        return _("%(count)s override rules") % {"count": len(rules)}
+    parts = [str(spec.get("schedulingMode") or "Divide")]
+    if spec.get("clusterSelector"):
+        parts.append("selector " + ", ".join(f"{k}={v}" for k, v in spec["clusterSelector"].items()))
+    if spec.get("placement"):
+        parts.append(_("%(count)s placements") % {"count": len(spec["placement"])})
+    if spec.get("maxClusters") is not None:
+        parts.append(f"maxClusters {spec['maxClusters']}")
+    if spec.get("stickyCluster"):
+        parts.append("sticky")
+    return " · ".join(parts)
+
+
+class KindMixin:
+    @cached_property
+    def kind(self) -> str:
+        kind = self.kwargs["kind"]
+        if kind not in POLICY_KINDS:
+            raise Http404("no such policy kind")
+        return kind
+
+    @property
+    def model(self):
+        return POLICY_KINDS[self.kind]
+
+
+class PolicyListView(PermissionRequiredMixin, TemplateView):
+    permission_required = ("federation.view_propagationpolicy", "federation.view_overridepolicy")
+    template_name = "federation/policy_list.html"
+
+    def get_context_data(self, **kwargs):
+        user = self.request.user
+        sections = []
+        for kind, model in POLICY_KINDS.items():
+            policies = list(model.objects.annotate(used=Count("federated_objects")).order_by("namespace", "name"))
+            for policy in policies:
+                policy.summary = spec_summary(kind, policy.spec or {})
+            sections.append({"kind": kind, "title": model._meta.verbose_name_plural.capitalize(), "policies": policies,
+                             "may_add": user.has_perm(policy_perm(kind, "add")),
+                             "may_delete": user.has_perm(policy_perm(kind, "delete"))})
+        return super().get_context_data(**kwargs) | {"sections": sections}
+
+
+class PolicyCreateView(KindMixin, PermissionRequiredMixin, FormView):
+    template_name = "federation/policy_form.html"
+    form_class = PolicyForm
+    policy = None
+
+    def get_permission_required(self):
+        return (policy_perm(self.kind, "view"), policy_perm(self.kind, "add"))
+
+    def get_form_kwargs(self):
+        return super().get_form_kwargs() | {"kind": self.kind, "editing": self.policy is not None}
+
+    def get_context_data(self, **kwargs):
+        return super().get_context_data(**kwargs) | {"kind": self.kind, "policy": self.policy,
+                                                     "kind_label": self.model._meta.verbose_name}
+
+    def form_valid(self, form):
+        data = form.cleaned_data
+        try:
+            policy = services.save_policy(self.model, namespace=data["namespace"], name=data["name"], spec=data["spec"],
+                                          description=data["description"], instance=self.policy)
+        except FederationRefused as exc:
+            add_refusal(form, exc)
+            return self.form_invalid(form)
+        verb = _("Saved") if self.policy else _("Created")
+        messages.success(self.request, _("%(verb)s %(kind)s %(policy)s.")
+                         % {"verb": verb, "kind": self.model._meta.verbose_name, "policy": policy})
+        return redirect(policy_url(self.kind, policy))
+
+
+class PolicyDetailView(PolicyCreateView):
+    """A policy's spec and the objects using it; the edit form for those who may change it."""
+
+    template_name = "federation/policy_detail.html"
+    OBJECTS_SHOWN = 100
+
+    @cached_property
+    def policy(self):
+        return get_object_or_404(self.model, pk=self.kwargs["pk"])
+
+    def get_permission_required(self):
+        read = (policy_perm(self.kind, "view"),)
+        return read if self.request.method in ("GET", "HEAD") else read + (policy_perm(self.kind, "change"),)
+
+    def get_initial(self):
+        p = self.policy
+        return {"namespace": p.namespace, "name": p.name, "description": p.description, "spec": to_yaml(p.spec or {})}
+
+    def get_context_data(self, **kwargs):
+        user, policy = self.request.user, self.policy
+        used = policy.federated_objects.order_by("namespace", "kind", "name")
+        context = super().get_context_data(**kwargs) | {
+            "spec_yaml": to_yaml(policy.spec or {}), "used_by": list(used[: self.OBJECTS_SHOWN]), "used_count": used.count(),
+            "may_change": user.has_perm(policy_perm(self.kind, "change")),
+            "may_delete": user.has_perm(policy_perm(self.kind, "delete")),
+        }
+        if not context["may_change"]:
+            context.pop("form", None)
+        return context
+
+
+class PolicyDeleteView(KindMixin, PermissionRequiredMixin, View):
+    http_method_names = ("post",)
+
+    def get_permission_required(self):
+        return (policy_perm(self.kind, "view"), policy_perm(self.kind, "delete"))
+
+    def post(self, request, *args, **kwargs):
+        policy = get_object_or_404(self.model, pk=self.kwargs["pk"])
+        try:
+            services.delete_policy(policy)
+        except FederationRefused as exc:
+            for message in exc.errors.values():
+                messages.error(request, _("%(policy)s was not deleted: %(why)s") % {"policy": policy, "why": message})
+            return redirect(policy_url(self.kind, policy))
+        messages.success(request, _("Deleted %(kind)s %(policy)s.") % {"kind": self.model._meta.verbose_name, "policy": policy})
+        return redirect("federation:policy-list")
+
+
+# ---------------------------------------------------------------------------- water levels
+
+
+def chosen_hours(request) -> int:
+    try:
+        hours = int(request.GET.get("hours", HOURS[0]))
+    except (TypeError, ValueError):
+        return HOURS[0]
+    return hours if hours in HOURS else HOURS[0]
+
+
+def compact_history(history: Mapping[str, Any], keys: list[str]) -> dict[str, Any]:
+    """Series per cluster with times as seconds after ``t0`` (epoch ms): a fraction of the
+    size of ISO strings repeated for every point of every cluster."""
+    since = datetime.fromisoformat(history["since"])
+    t0 = int(since.timestamp() * 1000)
+    series = {}
+    for name, entry in history["series"].items():
+        series[name] = {"t": [round(datetime.fromisoformat(at).timestamp() - t0 / 1000) for at in entry["at"]],
+                        "weight": entry["weight"], **{k: entry[k] for k in keys}}
+    return {"t0": t0, "series": series}
+
+
+def dashboard(hours: int, *, history: bool | None = True) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(levels, payload): water levels as ``water`` computes them, and the charts' columnar JSON.
+
+    ``history=None`` embeds the history only while the window holds at most
+    ``HISTORY_EMBED_SAMPLES`` samples (one cheap count): even thinned, a big fleet's history
+    costs more than the page's whole budget, so its page leaves ``history`` null and
+    federation.js fetches it from the JSON endpoint.
+    """
+    levels = water.water_levels()
+    clusters = levels["clusters"]
+    keys = [key for key, *_rest in water.RESOURCES
+            if key != "gpu" or any(c["resources"]["gpu"]["allocatable"] for c in clusters)]
+    if history is None:
+        since = timezone.now() - timedelta(hours=hours)
+        history = WaterLevelSample.objects.filter(at__gte=since).count() <= HISTORY_EMBED_SAMPLES
+    series = None
+    if history:
+        budget = max(2, min(500, HISTORY_POINT_BUDGET // max(1, len(clusters))))
+        series = compact_history(water.history(hours=hours, max_points=budget), keys)
+    payload = {
+        "at": levels["at"], "hours": hours, "keys": keys, "units": levels["units"], "totals": levels["totals"],
+        "clusters": [c["name"] for c in clusters], "ready": [c["ready"] for c in clusters],
+        "weight": [c["weight"] for c in clusters], "state": [cordon_state(c) for c in clusters],
+        "resources": {key: {field: [c["resources"][key][field] for c in clusters]
+                            for field in ("allocatable", "requested", "available", "deploy_rate")} for key in keys},
+        "history": series,
+    }
+    return levels, payload
+
+
+def cordon_state(cluster: Mapping[str, Any]) -> str:
+    return "draining" if cluster["draining"] else "cordoned" if cluster["cordoned"] else ""
+
+
+def level_class(rate: float) -> str:
+    return "hot" if rate >= 90 else "warm" if rate >= 70 else ""
+
+
+def bar_width(rate: float) -> str:
+    return f"{min(max(rate, 0.0), 100.0):.1f}"
+
+
+def water_table_html(levels: Mapping[str, Any], keys: list[str], may_cordon: bool) -> SafeString:
+    """The per-cluster rows, built in Python: a template loop over 500 clusters × 3 resources
+    costs more than the page's whole time budget. Every value goes through ``escape``."""
+    detail_url = reverse("fleet:cluster-detail", args=["__name__"])
+    cordon_url = reverse("federation:cluster-cordon", args=["__name__"])
+    labels = {"not_ready": escape(_("not ready")), "cordoned": escape(_("cordoned")),
+              "draining": escape(_("draining")), "cordon": escape(_("Cordon")), "drain": escape(_("Drain")),
+              "uncordon": escape(_("Uncordon"))}
+    out = []
+    for c in levels["clusters"]:
+        name, state = escape(c["name"]), cordon_state(c)
+        cells = []
+        for key in keys:
+            r = c["resources"][key]
+            rate = r["deploy_rate"]
+            level = level_class(rate)
+            cells.append(f'<td data-res="{key}"{f" class={level}" if level else ""}><b style="--r:{bar_width(rate)}%"></b>'
+                         f'<span>{number(rate)}%</span><small>{number(r["requested"])} / {number(r["allocatable"])} · '
+                         f'{number(r["available"])}</small></td>')
+        ready = "" if c["ready"] else f' <span class="badge failed">{labels["not_ready"]}</span>'
+        badge = f'<span class="badge fed-cordon {state}">{labels[state]}</span>' if state else ""
+        actions = ""
+        if may_cordon:
+            url = escape(cordon_url.replace("__name__", c["name"]))
+            actions = '<td class="fed-cordon-actions">' + " ".join(
+                f'<a data-cordon="{a}" href="{url}?action={a}">{labels[a]}</a>' for a in ("cordon", "drain", "uncordon")) + "</td>"
+        out.append(
+            f'<tr id="cluster-{name}" data-cluster="{name}" data-state="{state}">'
+            f'<th scope="row"><a href="{escape(detail_url.replace("__name__", c["name"]))}">{name}</a>{ready}</th>'
+            f'{"".join(cells)}<td data-f="weight">{c["weight"]}</td>'
+            f'<td data-f="state">{badge}</td>{actions}</tr>')
+    return mark_safe("\n".join(out))
+
+
+class WaterLevelsView(PermissionRequiredMixin, TemplateView):
+    """Fleet totals, per-cluster levels and weights with cordon controls, and the charts."""
+
+    permission_required = VIEW_CLUSTERS
+    template_name = "federation/water_levels.html"
+
+    def get_context_data(self, **kwargs):
+        hours = chosen_hours(self.request)
+        levels, payload = dashboard(hours, history=None)
+        keys = payload["keys"]
+        may_cordon = self.request.user.has_perm(CORDON)
+        cordons = list(ClusterCordon.objects.select_related("cluster").order_by("cluster__name"))
+        totals = []
+        for key, label, *_rest in water.RESOURCES:
+            if key in keys:
+                t = levels["totals"][key]
+                totals.append({"key": key, "label": label, "unit": levels["units"][key], "rate": number(t["deploy_rate"]),
+                               "requested": number(t["requested"]), "allocatable": number(t["allocatable"]),
+                               "available": number(t["available"]), "width": bar_width(t["deploy_rate"]),
+                               "level": level_class(t["deploy_rate"])})
+        return super().get_context_data(**kwargs) | {
+            "table_html": water_table_html(levels, keys, may_cordon), "totals": totals, "payload": payload,
+            "hours": hours, "hour_choices": HOURS, "cluster_count": len(levels["clusters"]), "cordons": cordons,
+            "ready_count": sum(1 for c in levels["clusters"] if c["ready"]),
+            "may_cordon": may_cordon, "federation_labels": script_labels(),
+            "columns": [{"key": key, "label": label, "unit": unit} for key, label, *_mid, unit in water.RESOURCES
+                        if key in keys],
+            "topics": ["water-levels", "federation"],
+        }
+
+
+class WaterLevelsJSONView(PermissionRequiredMixin, View):
+    """The dashboard's data for live refreshes and the hour picker (same JSON as embedded)."""
+
+    permission_required = VIEW_CLUSTERS
+
+    def get(self, request, *args, **kwargs):
+        _levels, payload = dashboard(chosen_hours(request))
+        return JsonResponse(payload)
+
+
+class ClusterCordonView(PermissionRequiredMixin, FormView):
+    """Cordon, drain or uncordon one member cluster, with a reason. The dashboard's buttons
+    post here from a dialog; without JavaScript they lead to this page's form."""
+
+    permission_required = (VIEW_CLUSTERS, CORDON)
+    template_name = "federation/cordon.html"
+    form_class = CordonForm
+
+    @cached_property
+    def cluster(self) -> Cluster:
+        return get_object_or_404(Cluster, name=self.kwargs["name"])
+
+    def get_initial(self):
+        action = self.request.GET.get("action")
+        return {"action": action} if action in dict(CordonForm.ACTIONS) else {}
+
+    def get_context_data(self, **kwargs):
+        return super().get_context_data(**kwargs) | {
+            "cluster": self.cluster, "cordon": ClusterCordon.objects.filter(cluster=self.cluster).first()}
+
+    def form_valid(self, form):
+        action, reason = form.cleaned_data["action"], form.cleaned_data["reason"]
+        cluster = self.cluster
+        if action == "uncordon":
+            if services.uncordon(cluster, reason=reason):
+                messages.success(self.request, _("Uncordoned %(cluster)s: it takes new replicas again.") % {"cluster": cluster.name})
+            else:
+                messages.info(self.request, _("%(cluster)s was not cordoned.") % {"cluster": cluster.name})
+        else:
+            services.cordon(cluster, drain=action == "drain", reason=reason)
+            text = (_("Draining %(cluster)s: its replicas move to other clusters within each rollout budget.")
+                    if action == "drain" else _("Cordoned %(cluster)s: no new replicas go there."))
+            messages.success(self.request, text % {"cluster": cluster.name})
+        return redirect(reverse("federation:water-levels") + f"#cluster-{cluster.name}")
+
+
+# ---------------------------------------------------------------------------- what-if
+
+
+def whatif_chart(result: Mapping[str, Any]) -> dict[str, Any]:
+    """Before/after deploy rates of the clusters it would land on (every cluster if none)."""
+    levels = result["water_levels"]
+    chosen = result["schedule"].get("clusters") or {}
+    placed = [row for row in levels if row["cluster"] in chosen]
+    rows = placed or levels
+    keys = [k for k in ("cpu", "memory", "gpu") if k != "gpu" or any(r["gpu"]["allocatable"] for r in rows)]
+    names = {key: str(label) for key, label, *_rest in water.RESOURCES}
+    return {"clusters": [r["cluster"] for r in rows], "keys": keys, "options": [[k, names[k]] for k in keys],
+            "before": {k: [r[k]["before"] for r in rows] for k in keys},
+            "after": {k: [r[k]["after"] for r in rows] for k in keys}}
+
+
+class WhatIfView(PermissionRequiredMixin, FormView):
+    """Where would this object land under this policy, and the water levels after? Commits nothing."""
+
+    permission_required = (VIEW, VIEW_CLUSTERS)
+    template_name = "federation/what_if.html"
+    form_class = WhatIfForm
+
+    def get_initial(self):
+        return {"object": EXAMPLE_OBJECT}
+
+    def get_context_data(self, **kwargs):
+        return super().get_context_data(**kwargs) | {"federation_labels": script_labels()}
+
+    def form_valid(self, form):
+        try:
+            result = whatif.what_if(form.cleaned_data["object"], form.policy_argument())
+        except FederationRefused as exc:
+            add_refusal(form, exc)
+            return self.form_invalid(form)
+        schedule = result["schedule"]
+        chosen = schedule.get("clusters") or {}
+        placed = [row for row in result["water_levels"] if row["cluster"] in chosen]
+        request = {name: format_amount(name, amount) for name, amount in (result["request"] or {}).items()}
+        return self.render_to_response(self.get_context_data(
+            form=form, result=result, request_text=request, schedule=schedule, placement=placement_rows(schedule),
+            placed_levels=placed, chart=whatif_chart(result)))
+

@@ -9,7 +9,9 @@ objects as plain dicts, so the inventory sync handles it exactly like a real clu
 Motion over time: node usage follows a diurnal curve with per-node phase and noise; every
 churn window (``CHURN_TICKS`` ticks) a few nodes leave, a few spare nodes join, a few change
 their ``pool`` label or go NotReady; Job runs start, finish (``Succeeded`` with finish times)
-and are replaced by the next run.
+and are replaced by the next run; an applied Deployment whose pod template changed rolls out
+over several ticks as the kube-controller-manager would (see ``rollout_step``), from the
+history the connector records on it as annotations (``ROLLOUT_FROM`` …).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from functools import lru_cache
 from typing import Any
 
 from kube.hashing import fnv32a
+from kube.jsonpatch import merge_patch
 
 from .inventory import CPU_TOPOLOGY_ANNOTATION, GPU
 
@@ -287,17 +290,186 @@ def _base_workload(spec: ClusterSpec, index: int, tick: int) -> dict[str, Any]:
     return obj
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, Mapping):
-        return patch
-    result = dict(target) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
+# --- Deployment rollouts -------------------------------------------------------------------
+
+#: Annotations ``SimulatedConnector.apply`` keeps on a stored Deployment (the connector owns
+#: them: whatever a caller sends under these keys is replaced). When an apply changes the
+#: pod template (by ``template_hash``), it records the hash and the body of the template the
+#: rollout starts from and the tick of that apply; ``deployment.kubernetes.io/revision``
+#: counts template changes like the kube-controller-manager's (1 on create).
+ROLLOUT_FROM = "sim.meridian.io/rollout-from"
+ROLLOUT_FROM_TEMPLATE = "sim.meridian.io/rollout-from-template"
+ROLLOUT_START = "sim.meridian.io/rollout-start-tick"
+#: New pods already available when the rollout was re-based (its strategy or size changed).
+ROLLOUT_READY_BASE = "sim.meridian.io/rollout-ready-base"
+#: Old pods left and new pods existing at the re-base: a controller never recreates old pods
+#: nor deletes new ones because the fenceposts changed.
+ROLLOUT_OLD_CAP = "sim.meridian.io/rollout-old-cap"
+ROLLOUT_NEW_FLOOR = "sim.meridian.io/rollout-new-floor"
+REVISION = "deployment.kubernetes.io/revision"
+ROLLOUT_ANNOTATIONS = (ROLLOUT_FROM, ROLLOUT_FROM_TEMPLATE, ROLLOUT_START, ROLLOUT_READY_BASE, ROLLOUT_OLD_CAP,
+                       ROLLOUT_NEW_FLOOR, REVISION)
+#: What a re-base records, besides the start tick.
+REBASE_ANNOTATIONS = (ROLLOUT_READY_BASE, ROLLOUT_OLD_CAP, ROLLOUT_NEW_FLOOR)
+DEFAULT_MAX_SURGE = DEFAULT_MAX_UNAVAILABLE = "25%"
+
+
+def template_hash(template: Any) -> str:
+    """A pod template's ``pod-template-hash``: FNV-1a of its sorted JSON, 8 hex digits. Names
+    the template's ReplicaSet (``<deployment>-<hash>``) and labels its pods."""
+    return f"{fnv32a(json.dumps(template, sort_keys=True).encode()):08x}"
+
+
+def scaled_value(value: Any, total: int, *, round_up: bool, default: str) -> int:
+    """An IntOrString resolved against ``total`` like Kubernetes' GetScaledValueFromIntOrPercent:
+    an integer as it is, ``"N%"`` as N% of ``total`` rounded up or down; missing or malformed
+    values take ``default``, negative ones count as 0."""
+    if value is None or isinstance(value, bool):
+        value = default
+    if isinstance(value, (int, float)):
+        return max(0, int(value))
+    text = str(value).strip()
+    try:
+        if not text.endswith("%"):
+            return max(0, int(text))
+        percent = max(0, int(text[:-1]))
+    except ValueError:
+        return scaled_value(default, total, round_up=round_up, default=default)
+    return -(-percent * total // 100) if round_up else percent * total // 100
+
+
+def deployment_strategy(spec: Mapping[str, Any], replicas: int) -> tuple[bool, int, int]:
+    """``(recreate, maxSurge, maxUnavailable)`` of a Deployment spec for ``replicas`` pods, as
+    Kubernetes resolves its fenceposts: defaults 25% / 25%, surge rounds up, unavailability
+    rounds down, and if both come to 0 unavailability becomes 1. Recreate has 0 / 0."""
+    strategy = spec.get("strategy") if isinstance(spec.get("strategy"), Mapping) else {}
+    if strategy.get("type") == "Recreate":
+        return True, 0, 0
+    rolling = strategy.get("rollingUpdate") if isinstance(strategy.get("rollingUpdate"), Mapping) else {}
+    surge = scaled_value(rolling.get("maxSurge"), replicas, round_up=True, default=DEFAULT_MAX_SURGE)
+    unavailable = scaled_value(rolling.get("maxUnavailable"), replicas, round_up=False, default=DEFAULT_MAX_UNAVAILABLE)
+    if surge == 0 and unavailable == 0:
+        unavailable = 1
+    return False, surge, unavailable
+
+
+@dataclass(frozen=True)
+class RolloutStep:
+    """Where a rollout stands at one tick: ``old`` pods still on the previous template (all
+    available: they ran before the rollout), ``new`` pods on the current one, of which
+    ``ready`` are available (the others were created this tick and are starting)."""
+
+    old: int
+    new: int
+    ready: int
+
+    @property
+    def done(self) -> bool:
+        return self.old == 0 and self.ready == self.new
+
+    @property
+    def available(self) -> int:
+        return self.old + self.ready
+
+
+def _pace(surge: int, unavailable: int) -> int:
+    return max(1, max(0, surge) + max(0, unavailable))
+
+
+def rollout_step(replicas: int, surge: int, unavailable: int, steps: int, *, recreate: bool = False,
+                 base: int = 0, old_cap: int | None = None, new_floor: int = 0) -> RolloutStep:
+    """The rollout of ``replicas`` pods, ``steps`` ticks after the apply that changed the template.
+
+    Each tick is one sync of the Deployment controller: (1) the new pods created at the
+    previous tick become available; (2) the old ReplicaSet is scaled down as far as
+    ``replicas - unavailable`` available pods allow; (3) the new ReplicaSet is scaled up as far
+    as ``replicas + surge`` pods allow. With ``pace = surge + unavailable`` (at least 1) that
+    comes to, at step k ≥ 0 (k = 0 is the tick of the apply)::
+
+        ready = min(n, k·pace)               new pods available
+        old   = max(0, n − unavailable − ready)
+        new   = min(n, n + surge − old)      = min(n, (k+1)·pace)
+
+    so at every step ``old + new ≤ n + surge`` and ``old + ready ≥ n − unavailable`` (for
+    ``unavailable ≤ n``; above it, at least 0), up to ``pace`` pods move per tick (surge pods
+    become available before old ones go, so ``unavailable = 0`` still progresses), and the
+    rollout is done at step ``ceil(n / pace)`` (``rollout_ticks``). Recreate kills every old
+    pod and creates every new one at step 0; they are available from step 1.
+
+    ``base`` new pods were already available when the rollout was re-based (its strategy or
+    size changed mid-way, see ``SimulatedConnector``), ``old_cap`` old pods were left and
+    ``new_floor`` new pods existed: progress never goes backwards, old pods are never
+    recreated and new ones never deleted, so right after a re-base to smaller fenceposts the
+    pods may exceed them until the rollout catches up, as with a real controller.
+    """
+    n, k = max(0, replicas), max(0, steps)
+    if recreate:
+        return RolloutStep(0, n, n if k >= 1 else 0)
+    if surge <= 0 and unavailable <= 0:
+        unavailable = 1
+    surge, unavailable = max(0, surge), max(0, unavailable)
+    ready = min(n, max(0, base) + k * _pace(surge, unavailable))
+    old = max(0, n - unavailable - ready)
+    if old_cap is not None:
+        old = min(old, max(0, old_cap))
+    new = min(n, max(n + surge - old, new_floor))
+    return RolloutStep(old, new, min(ready, new))
+
+
+def rollout_ticks(replicas: int, surge: int, unavailable: int, *, recreate: bool = False, base: int = 0) -> int:
+    """How many ticks after its start a rollout is done (``rollout_step(...).done``)."""
+    n = max(0, replicas - max(0, base))
+    if n == 0:
+        return 0
+    if recreate:
+        return 1
+    if surge <= 0 and unavailable <= 0:
+        unavailable = 1
+    return -(-n // _pace(surge, unavailable))
+
+
+def rebase_of(annotations: Mapping[str, Any]) -> dict[str, Any]:
+    """``rollout_step`` keyword arguments recorded by the last re-base (none before one)."""
+    if ROLLOUT_READY_BASE not in annotations:
+        return {}
+    return {"base": annotation_int(annotations, ROLLOUT_READY_BASE, 0),
+            "old_cap": annotation_int(annotations, ROLLOUT_OLD_CAP, 0),
+            "new_floor": annotation_int(annotations, ROLLOUT_NEW_FLOOR, 0)}
+
+
+def _created_step(ordinal: int, surge: int, unavailable: int, recreate: bool, base: int = 0) -> int:
+    """The step of a rollout at which its new pod ``ordinal`` was created (pods of the base
+    existed before the rollout was re-based)."""
+    if recreate:
+        return 0
+    if ordinal < base:
+        return -1
+    if surge <= 0 and unavailable <= 0:
+        unavailable = 1
+    return (ordinal - base) // _pace(surge, unavailable)
+
+
+def annotation_int(annotations: Mapping[str, Any], key: str, default: int) -> int:
+    try:
+        return int(annotations.get(key, default))
+    except (TypeError, ValueError):
+        return default
+
+
+def rollout_of(annotations: Mapping[str, Any], current_hash: str) -> tuple[str, int, Any] | None:
+    """``(from hash, start tick, from template or None)`` recorded on a Deployment, or None."""
+    old_hash, start = annotations.get(ROLLOUT_FROM), annotations.get(ROLLOUT_START)
+    if not isinstance(old_hash, str) or not old_hash or old_hash == current_hash or start is None:
+        return None
+    try:
+        start_tick = int(start)
+    except (TypeError, ValueError):
+        return None
+    try:
+        old_template = json.loads(annotations.get(ROLLOUT_FROM_TEMPLATE) or "null")
+    except (TypeError, ValueError):
+        old_template = None
+    return old_hash, start_tick, old_template if isinstance(old_template, Mapping) else None
 
 
 # --- placement -----------------------------------------------------------------------------
@@ -468,15 +640,14 @@ class SimulatedCluster:
         return ClusterState(tick, nodes, workloads, replica_sets, pods)
 
     def _run(self, workload: dict[str, Any], tick: int, placer: Placer, replica_sets: list, pods: list) -> None:
+        if workload["kind"] == "Deployment":
+            self._run_deployment(workload, tick, placer, replica_sets, pods)
+            return
         meta, spec = workload["metadata"], workload.setdefault("spec", {})
         template = spec.get("template") or {}
         pod_spec = template.get("spec") or {"containers": []}
         kind, namespace = workload["kind"], meta.get("namespace", "default")
         owner_kind, owner_name, owner_uid = kind, meta["name"], meta.get("uid", "")
-        if kind == "Deployment":
-            rs = _replica_set(workload)
-            replica_sets.append(rs)
-            owner_kind, owner_name, owner_uid = "ReplicaSet", rs["metadata"]["name"], rs["metadata"]["uid"]
         count, finished_at = _pod_count(workload, tick, self.spec.tick_seconds)
         demand = _pod_demand(pod_spec)
         placed = 0
@@ -489,18 +660,116 @@ class SimulatedCluster:
                              meta.get("creationTimestamp") or iso(EPOCH)))
         workload["status"] = _workload_status(kind, count, placed, finished_at)
 
+    def _run_deployment(self, workload: dict[str, Any], tick: int, placer: Placer, replica_sets: list, pods: list) -> None:
+        """A Deployment's ReplicaSets and pods. Without a rollout in progress: one ReplicaSet
+        with every pod on the current template. During one (``rollout_of`` its annotations,
+        ``rollout_step`` the progress): the old ReplicaSet (the recorded template, or the
+        current one's pod spec if it was not recorded) with ``old`` pods, then the new one with
+        ``new`` pods, the first ``ready`` of them available. Pod names are per ReplicaSet and
+        ordinal, so pods keep their names from tick to tick; a scaled-down ReplicaSet loses
+        its highest ordinals. New pods of a rollout are created at the tick of their step."""
+        meta, spec = workload["metadata"], workload.setdefault("spec", {})
+        template = spec.get("template")
+        replicas = int(spec.get("replicas", 1))
+        recreate, surge, unavailable = deployment_strategy(spec, replicas)
+        annotations = meta.get("annotations") or {}
+        revision = annotation_int(annotations, REVISION, 1)
+        current_hash = template_hash(template)
+        rollout = rollout_of(annotations, current_hash)
+        base = annotation_int(annotations, ROLLOUT_READY_BASE, 0)
+        step = rollout_step(replicas, surge, unavailable, tick - rollout[1], recreate=recreate, **rebase_of(annotations)) \
+            if rollout else RolloutStep(0, replicas, replicas)
+        created = meta.get("creationTimestamp") or iso(EPOCH)
+        tick_seconds = self.spec.tick_seconds
+        sets: list[tuple[str, Any, int, int, int, Any]] = []  # hash, template, pods, ready pods, revision, creation time
+        if rollout and not step.done:
+            old_hash, _, old_template = rollout
+            sets.append((old_hash, old_template if old_template is not None else template, step.old, step.old,
+                         max(1, revision - 1), lambda ordinal: created))
+        if rollout:
+            start = rollout[1]
+            sets.append((current_hash, template, step.new, step.ready, revision,
+                         lambda ordinal: iso((start + _created_step(ordinal, surge, unavailable, recreate, base)) * tick_seconds)))
+        else:
+            sets.append((current_hash, template, step.new, step.ready, revision, lambda ordinal: created))
+        namespace = meta.get("namespace", "default")
+        available, new_rs = 0, ""
+        for pod_hash, pod_template, count, ready_count, rs_revision, created_at in sets:
+            rs = _replica_set(workload, pod_hash, pod_template, count, rs_revision)
+            replica_sets.append(rs)
+            new_rs = rs_name = rs["metadata"]["name"]
+            rs_uid = rs["metadata"]["uid"]
+            body = pod_template if isinstance(pod_template, Mapping) else {}
+            pod_spec = body.get("spec") or {"containers": []}
+            labels = {**((body.get("metadata") or {}).get("labels") or {}), "pod-template-hash": pod_hash}
+            demand = _pod_demand(pod_spec)
+            rs_available = 0
+            for ordinal in range(count):
+                name = f"{rs_name}-{_suffix(rs_uid, ordinal)}"
+                node = placer.place(f"{namespace}/{name}", pod_spec, *demand)
+                ready = ordinal < ready_count
+                rs_available += node is not None and ready
+                pods.append(_pod(namespace, name, body, pod_spec, "ReplicaSet", rs_name, rs_uid, node.name if node else "", None,
+                                 created_at(ordinal), ready=ready, labels=labels))
+            rs["status"] = {"replicas": count, "fullyLabeledReplicas": count, "readyReplicas": rs_available,
+                            "availableReplicas": rs_available, "observedGeneration": 1}
+            available += rs_available
+        finished = None
+        if rollout:
+            finished = iso((rollout[1] + rollout_ticks(replicas, surge, unavailable, recreate=recreate, base=base)) * tick_seconds)
+        workload["status"] = _deployment_status(workload, step, available, replicas - (0 if recreate else unavailable), new_rs,
+                                                created, iso(tick * tick_seconds), finished)
 
-def _replica_set(deployment: Mapping[str, Any]) -> dict[str, Any]:
+
+def _replica_set(deployment: Mapping[str, Any], pod_hash: str, template: Any, replicas: int, revision: int) -> dict[str, Any]:
     meta = deployment["metadata"]
-    template_hash = f"{fnv32a(json.dumps(deployment['spec'].get('template'), sort_keys=True).encode()):08x}"[:10]
     return {
         "apiVersion": "apps/v1", "kind": "ReplicaSet",
-        "metadata": {"name": f"{meta['name']}-{template_hash}", "namespace": meta.get("namespace", "default"),
-                     "uid": _uid(meta.get("uid", ""), template_hash), "labels": {"pod-template-hash": template_hash},
+        "metadata": {"name": f"{meta['name']}-{pod_hash}", "namespace": meta.get("namespace", "default"),
+                     "uid": _uid(meta.get("uid", ""), pod_hash), "labels": {"pod-template-hash": pod_hash},
+                     "annotations": {REVISION: str(revision)},
                      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": meta["name"],
                                           "uid": meta.get("uid", ""), "controller": True}]},
-        "spec": {"replicas": deployment["spec"].get("replicas", 1), "template": deployment["spec"].get("template")},
+        "spec": {"replicas": replicas, "template": template},
     }
+
+
+def _deployment_status(deployment: Mapping[str, Any], step: RolloutStep, available: int, minimum: int, new_rs: str,
+                       created: str, now: str, finished: str | None) -> dict[str, Any]:
+    """A Deployment's status as the controller computes it: ``replicas`` all pods (old + new),
+    ``updatedReplicas`` the new ones, ``ready``/``availableReplicas`` pods available and
+    placed, ``unavailableReplicas`` (when not 0) pods minus available ones, as Kubernetes
+    counts it (a surge pod still starting counts), ``observedGeneration`` the generation, and
+    the ``Available`` (at least ``replicas - maxUnavailable`` available; Recreate: all) and
+    ``Progressing`` (``ReplicaSetUpdated`` while rolling or while pods of the new ReplicaSet
+    are not placed, then ``NewReplicaSetAvailable``) conditions. Condition times: Progressing
+    changed ``now`` while rolling, else when the rollout ``finished`` (the creation time
+    without a rollout); Available at creation.
+
+    The rollout's pace does not wait for placement: pods that find no node stay Pending and
+    are missing from ``availableReplicas``, so the fenceposts hold given the capacity."""
+    meta = deployment["metadata"]
+    pods = step.old + step.new
+    complete = step.done and available >= step.new
+    updated_at = now if not step.done else (finished or created)
+    if available >= minimum:
+        available_condition = {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                               "message": "Deployment has minimum availability."}
+    else:
+        available_condition = {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
+                               "message": "Deployment does not have minimum availability."}
+    available_condition.update(lastUpdateTime=created, lastTransitionTime=created)
+    progressing = {"type": "Progressing", "status": "True", "lastUpdateTime": updated_at, "lastTransitionTime": created}
+    if complete:
+        progressing.update(reason="NewReplicaSetAvailable", message=f'ReplicaSet "{new_rs}" has successfully progressed.')
+    else:
+        progressing.update(reason="ReplicaSetUpdated", message=f'ReplicaSet "{new_rs}" is progressing.')
+    status: dict[str, Any] = {"observedGeneration": int(meta.get("generation") or 1), "replicas": pods,
+                              "updatedReplicas": step.new, "readyReplicas": available, "availableReplicas": available}
+    if pods > available:
+        status["unavailableReplicas"] = pods - available
+    status["conditions"] = [available_condition, progressing]
+    return status
 
 
 def _pod_count(workload: Mapping[str, Any], tick: int, tick_seconds: float) -> tuple[int, str | None]:
@@ -528,7 +797,10 @@ def _suffix(uid: str, ordinal: int) -> str:
 
 
 def _pod(namespace: str, name: str, template: Mapping[str, Any], pod_spec: Mapping[str, Any], owner_kind: str, owner_name: str,
-         owner_uid: str, node_name: str, finished_at: str | None, created: str) -> dict[str, Any]:
+         owner_uid: str, node_name: str, finished_at: str | None, created: str, *, ready: bool = True,
+         labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A pod as the API shows it: Succeeded once finished, Running on a node (``ready=False``:
+    started but not ready yet, as a new pod of a rollout is in its first tick), else Pending."""
     phase = "Succeeded" if finished_at else ("Running" if node_name else "Pending")
     container_state: dict[str, Any] = (
         {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": created, "finishedAt": finished_at}}
@@ -538,16 +810,22 @@ def _pod(namespace: str, name: str, template: Mapping[str, Any], pod_spec: Mappi
     if node_name:
         spec["nodeName"] = node_name
     status: dict[str, Any] = {"phase": phase, "containerStatuses": [
-        {"name": c["name"], "ready": phase == "Running", "state": container_state} for c in pod_spec.get("containers", [])]}
+        {"name": c["name"], "ready": phase == "Running" and ready, "state": container_state}
+        for c in pod_spec.get("containers", [])]}
     if node_name:
         status["startTime"] = created
+        if not ready and not finished_at:
+            status["conditions"] = [{"type": "Ready", "status": "False", "reason": "ContainersNotReady",
+                                     "message": "containers with unready status: "
+                                                f"[{' '.join(c['name'] for c in pod_spec.get('containers', []))}]"}]
     else:
         status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                  "message": "0/N nodes are available: insufficient resources or no matching node."}]
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "uid": _uid(owner_uid, name),
-                     "labels": dict((template.get("metadata") or {}).get("labels") or {}), "creationTimestamp": created,
+                     "labels": dict(labels if labels is not None else (template.get("metadata") or {}).get("labels") or {}),
+                     "creationTimestamp": created,
                      "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner_kind, "name": owner_name, "uid": owner_uid, "controller": True}]},
         "spec": spec,
         "status": status,

@@ -17,7 +17,7 @@ import yaml
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from core.forms import BlockFieldsForm
+from core.forms import BlockFieldsForm, yaml_error
 
 from .services import QuotaRefused
 
@@ -71,21 +71,12 @@ def parse_manifest(text: str) -> dict[str, Any]:
         try:
             value = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise forms.ValidationError(yaml_error(exc), code="invalid_yaml") from exc
+            message = yaml_error(exc, _("Neither valid JSON nor valid YAML: %(error)s"))
+            raise forms.ValidationError(message, code="invalid_yaml") from exc
     if not isinstance(value, dict):
         raise forms.ValidationError(
             _("The workload must be an object (apiVersion, kind, metadata, spec), not a list or a scalar."), code="not_object")
     return value
-
-
-def yaml_error(exc: yaml.YAMLError) -> str:
-    """PyYAML's message with the (1-based) line and column it points at first."""
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    if mark is None:
-        return str(_("Neither valid JSON nor valid YAML: %(error)s") % {"error": problem})
-    return str(_("Invalid YAML at line %(line)s, column %(column)s: %(error)s")
-               % {"line": mark.line + 1, "column": mark.column + 1, "error": problem})
 
 
 def add_refusal(form: forms.Form, exc: QuotaRefused) -> None:

@@ -78,6 +78,26 @@ def check_quotas(client: httpx.Client, username: str, password: str) -> None:
     print(f"quotas: {len(groups)} demo groups; webhook denied a 100000-core workload: {response['status']['message']}")
 
 
+def check_federation(client: httpx.Client, username: str, password: str, timeout: float = 120) -> None:
+    """The demo storefront is spread over the fleet, and a scale through the API is carried out
+    by the Celery workers (the reconcile runs on its shard queue, not in the request)."""
+    token = client.post("/api/v1/auth/token/", json={"username": username, "password": password}).json()["token"]
+    api = {"Authorization": f"Token {token}"}
+    objects = client.get("/api/v1/federation/objects/?search=storefront", headers=api).json()["results"]
+    web = next(o for o in objects if o["name"] == "storefront")
+    assert sum(web["placement"].values()) == 300, web["placement"]
+    answer = client.patch(f"/api/v1/federation/objects/{web['id']}/", json={"object": {"spec": {"replicas": 320}}}, headers=api)
+    assert answer.status_code == 200, answer.text
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        placement = client.get(f"/api/v1/federation/objects/{web['id']}/", headers=api).json()["placement"]
+        if sum(placement.values()) == 320:
+            print(f"federation: storefront 300 → 320 replicas placed by the workers: {placement}")
+            return
+        time.sleep(1)
+    raise AssertionError(f"the workers did not reschedule the storefront: {placement}")
+
+
 def main(base: str, username: str, password: str) -> None:
     with httpx.Client(base_url=base, timeout=30) as client:
         ready = wait_ready(client)
@@ -89,6 +109,7 @@ def main(base: str, username: str, password: str) -> None:
         assert overview.status_code == 200 and 'id="live-indicator"' in overview.text, overview.status_code
         print("overview: HTTP 200 after login")
         check_quotas(client, username, password)
+        check_federation(client, username, password)
         event = asyncio.run(one_event(base, client.cookies))
         print(f"websocket event: topic={event['topic']} seq={event['seq']} event={event['event']} data={json.dumps(event['data'])}")
     print("smoke: passed")

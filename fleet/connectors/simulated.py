@@ -3,19 +3,45 @@
 Objects applied through it live in an ``ObjectStore`` (the database in the product, a dict
 in tests): workloads join the simulation, custom resources are kept as they are, and a
 merge patch on a Node is remembered as a ``NodePatch`` and laid over the generated node.
+
+The simulator keeps no state between ticks, so the connector is where a Deployment's history
+is written down: when an apply (or a patch) changes its pod template, the stored object gets
+the rollout annotations (``simulator.ROLLOUT_FROM`` …) from which every later tick computes
+how far the rollout has come (see ``SimulatedConnector._record_rollout``).
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, Protocol
 
 from kube.hashing import fnv32a, object_digest
+from kube.jsonpatch import JsonPatchError, apply_patch, merge_patch
 from kube.labels import SelectorError, parse_selector
 
-from ..simulator import WORKLOAD_API, ClusterSpec, SimulatedCluster, iso, merge_patch
+from ..simulator import (
+    REVISION,
+    ROLLOUT_ANNOTATIONS,
+    ROLLOUT_FROM,
+    ROLLOUT_FROM_TEMPLATE,
+    ROLLOUT_NEW_FLOOR,
+    ROLLOUT_OLD_CAP,
+    ROLLOUT_READY_BASE,
+    ROLLOUT_START,
+    WORKLOAD_API,
+    REBASE_ANNOTATIONS,
+    ClusterSpec,
+    SimulatedCluster,
+    deployment_strategy,
+    iso,
+    rebase_of,
+    rollout_of,
+    rollout_step,
+    template_hash,
+)
 from .base import Connector, ConnectorError, ObjectList, ServerInfo, WatchEvent
 
 Key = tuple[str, str, str, str]  # apiVersion, kind, namespace, name
@@ -164,6 +190,69 @@ class SimulatedConnector(Connector):
             meta["generation"] = previous.get("generation", 1) + (1 if changed else 0)
             meta["resourceVersion"] = str(int(previous["resourceVersion"]) + 1)
         meta["managedFields"] = [{"manager": field_manager, "operation": "Apply", "time": iso(self.clock())}]
+        if (body.get("apiVersion"), body.get("kind")) == ("apps/v1", "Deployment"):
+            self._record_rollout(body, current)
+
+    def _record_rollout(self, body: dict[str, Any], current: dict[str, Any] | None) -> None:
+        """Write a Deployment's rollout history into its annotations (the connector owns these
+        keys; values a caller sends for them are dropped).
+
+        - created: ``deployment.kubernetes.io/revision`` 1 and no rollout: every pod runs the
+          template from the start;
+        - pod template changed (``template_hash`` differs from the stored one): revision + 1,
+          ``sim.meridian.io/rollout-from`` the stored template's hash,
+          ``sim.meridian.io/rollout-from-template`` that template (compact sorted JSON, for the
+          old pods' spec) and ``sim.meridian.io/rollout-start-tick`` the current tick. A change
+          while a rollout is still going starts the new one from scratch: every pod counts as
+          running the template just replaced;
+        - anything else (a scale, a strategy or metadata change): the recorded rollout stays, so
+          it keeps progressing with the current replicas and strategy.
+        """
+        meta = body["metadata"]
+        annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in ROLLOUT_ANNOTATIONS}
+        template = (body.get("spec") or {}).get("template")
+        revision = 1
+        if current is not None:
+            previous = current["metadata"].get("annotations") or {}
+            try:
+                revision = int(previous.get(REVISION, 1))
+            except (TypeError, ValueError):
+                revision = 1
+            before = (current.get("spec") or {}).get("template")
+            if template_hash(before) != template_hash(template):
+                revision += 1
+                annotations[ROLLOUT_FROM] = template_hash(before)
+                annotations[ROLLOUT_FROM_TEMPLATE] = json.dumps(before, sort_keys=True, separators=(",", ":"))
+                annotations[ROLLOUT_START] = str(self.spec.tick(self.clock()))
+            else:
+                annotations.update(self._carried_rollout(current, body, previous))
+        annotations[REVISION] = str(revision)
+        meta["annotations"] = annotations
+
+    def _carried_rollout(self, current: Mapping[str, Any], body: Mapping[str, Any],
+                         previous: Mapping[str, Any]) -> dict[str, str]:
+        """The rollout annotations after an apply that kept the template.
+
+        A finished rollout is closed (a later strategy change must not reopen it). One still
+        going whose size or strategy changed is re-based at this tick with the new pods that
+        are available now, so its progress never goes backwards, as a real controller's would
+        not; otherwise it is carried over unchanged.
+        """
+        rollout = rollout_of(previous, template_hash((current.get("spec") or {}).get("template")))
+        if rollout is None:
+            return {}
+        tick = self.spec.tick(self.clock())
+        old_spec, new_spec = current.get("spec") or {}, body.get("spec") or {}
+        old_replicas = int(old_spec.get("replicas", 1))
+        recreate, surge, unavailable = deployment_strategy(old_spec, old_replicas)
+        step = rollout_step(old_replicas, surge, unavailable, tick - rollout[1], recreate=recreate, **rebase_of(previous))
+        if step.done:
+            return {}
+        kept = {k: previous[k] for k in (ROLLOUT_FROM, ROLLOUT_FROM_TEMPLATE, ROLLOUT_START, *REBASE_ANNOTATIONS) if k in previous}
+        if (new_spec.get("replicas", 1), new_spec.get("strategy")) != (old_spec.get("replicas", 1), old_spec.get("strategy")):
+            kept.update({ROLLOUT_START: str(tick), ROLLOUT_READY_BASE: str(step.ready), ROLLOUT_OLD_CAP: str(step.old),
+                         ROLLOUT_NEW_FLOOR: str(step.new)})
+        return kept
 
     def patch(self, api_version: str, kind: str, name: str, patch: Any, *, namespace: str | None = None,
               patch_type: Literal["merge", "json", "strategic"] = "merge") -> dict[str, Any]:
@@ -171,7 +260,13 @@ class SimulatedConnector(Connector):
         current = self.get(api_version, kind, name, namespace=namespace)
         if current is None:
             raise ConnectorError(f"{kind} {name} not found", reason="not_found", status=404)
-        patched = apply_json_patch(current, patch) if patch_type == "json" else merge_patch(current, patch)
+        if patch_type == "json":
+            try:
+                patched = apply_patch(current, patch)
+            except JsonPatchError as exc:
+                raise ConnectorError(f"JSON patch failed: {exc}", reason="invalid", status=422) from exc
+        else:
+            patched = merge_patch(current, patch)
         if (api_version, kind) == ("v1", "Node"):
             key = (*NODE_PATCH, "", name)
             previous = (self.store.get(key) or {}).get("patch", {})
@@ -197,46 +292,3 @@ def _identity_of(obj: Mapping[str, Any]) -> Key:
             or not isinstance(meta.get("name"), str) or not meta.get("name"):
         raise ConnectorError("an object needs apiVersion, kind and metadata.name", reason="invalid", status=422)
     return obj["apiVersion"], obj["kind"], str(meta.get("namespace") or ""), meta["name"]
-
-
-def apply_json_patch(document: Any, operations: Any) -> Any:
-    """RFC 6902 add / remove / replace / test, enough for what Meridian sends."""
-    if not isinstance(operations, list):
-        raise ConnectorError("a JSON patch is a list of operations", reason="invalid", status=422)
-    result = copy.deepcopy(document)
-    for op in operations:
-        try:
-            result = _apply_op(result, op)
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise ConnectorError(f"JSON patch operation {op!r} failed: {exc}", reason="invalid", status=422) from exc
-    return result
-
-
-def _apply_op(doc: Any, op: Mapping[str, Any]) -> Any:
-    parts = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
-    if not parts:
-        return copy.deepcopy(op.get("value"))
-    parent = doc
-    for part in parts[:-1]:
-        parent = parent[int(part)] if isinstance(parent, list) else parent[part]
-    last, action = parts[-1], op["op"]
-    if isinstance(parent, list):
-        index = len(parent) if last == "-" else int(last)
-        if action == "add":
-            parent.insert(index, op["value"])
-        elif action == "remove":
-            parent.pop(index)
-        elif action == "replace":
-            parent[index] = op["value"]
-        elif action == "test" and parent[index] != op["value"]:
-            raise ValueError("test failed")
-        return doc
-    if action in ("add", "replace"):
-        if action == "replace" and last not in parent:
-            raise KeyError(last)
-        parent[last] = op["value"]
-    elif action == "remove":
-        del parent[last]
-    elif action == "test" and parent.get(last) != op["value"]:
-        raise ValueError("test failed")
-    return doc

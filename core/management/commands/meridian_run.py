@@ -43,6 +43,7 @@ class Command(BaseCommand):
                 call_command("seed_demo", if_empty=True)
                 call_command("seed_nodeconfig_demo", if_empty=True)
                 call_command("seed_quotas_demo", if_empty=True)
+                call_command("seed_federation_demo", if_empty=True)
             self.stdout.write(self.style.SUCCESS(f"Meridian: http://{options['host']}:{options['port']}/  (Ctrl-C stops)"))
             sys.stdout.flush()
             code = self._supervise(env, options["host"], options["port"])

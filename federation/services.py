@@ -1,0 +1,362 @@
+"""Every change to federation state: validated, in one transaction, audited, and followed by
+a reconcile of what it affects (queued after commit, on the object's shard)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import transaction
+
+from core import events
+from core.audit import record_change, snapshot
+from core.context import current_actor
+from fleet.models import Cluster
+from kube.resources import PodSpecError, UnsupportedWorkloadError, pod_requests, workload_pod_template
+
+from .followers import FOLLOWER_KINDS, referenced
+from .models import (
+    CLUSTER_OVERRIDE_POLICY_LABEL,
+    CLUSTER_PROPAGATION_POLICY_LABEL,
+    OVERRIDE_POLICY_LABEL,
+    PROPAGATION_POLICY_LABEL,
+    ClusterCordon,
+    FederatedObject,
+    FederatedRevision,
+    OverridePolicy,
+    PropagationPolicy,
+)
+from .policy import validate_override, validate_propagation
+from .render import clean_template, template_hash
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+#: Kinds that are never federated: they belong to one cluster.
+#: Pod spec fields Kubernetes decodes as lists (the followers are found in some of them).
+_POD_LIST_FIELDS = ("volumes", "imagePullSecrets", "tolerations", "initContainers", "ephemeralContainers")
+_REFUSED_KINDS = frozenset({"Node", "Pod", "Namespace", "Event", "Lease", "CustomResourceDefinition"})
+
+
+class FederationRefused(ValueError):
+    """A change was refused; ``errors`` maps field paths to messages (for 400 responses)."""
+
+    def __init__(self, errors: Mapping[str, str]) -> None:
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+        self.errors = dict(errors)
+
+
+def _queue(object_ids: list[int]) -> None:
+    from .tasks import queue_reconcile
+
+    if object_ids:
+        transaction.on_commit(lambda: queue_reconcile(object_ids))
+
+
+def _name_errors(namespace: str, name: str) -> dict[str, str]:
+    errors = {}
+    if not isinstance(name, str) or not _NAME.match(name):
+        errors["name"] = "must be a DNS subdomain: lowercase letters, digits, '-' and '.', at most 253"
+    if namespace and not _NAMESPACE.match(namespace):
+        errors["namespace"] = "must be a DNS label: lowercase letters, digits and '-', at most 63"
+    return errors
+
+
+# --------------------------------------------------------------------------- policies
+
+
+def save_policy(model: type[PropagationPolicy] | type[OverridePolicy], *, namespace: str, name: str, spec: Any,
+                description: str = "", instance: PropagationPolicy | OverridePolicy | None = None):
+    """Create or replace a policy; its objects are rescheduled with it."""
+    errors = _name_errors(namespace, name) if instance is None else {}
+    validate = validate_propagation if model is PropagationPolicy else validate_override
+    errors.update({f"spec.{k}" if k != "spec" else k: v for k, v in validate(spec).items()})
+    if instance is None and model.objects.filter(namespace=namespace, name=name).exists():
+        errors["name"] = f"a {model._meta.verbose_name} named {name!r} already exists here"
+    if errors:
+        raise FederationRefused(errors)
+    with transaction.atomic():
+        if instance is None:
+            policy = model.objects.create(namespace=namespace, name=name, spec=spec, description=description)
+            record_change(policy, "create", after=snapshot(policy))
+            _queue(_bound_by_label(policy))
+        else:
+            policy = model.objects.select_for_update().get(pk=instance.pk)
+            before = snapshot(policy)
+            policy.spec, policy.description = spec, description
+            policy.save(update_fields=["spec", "description", "updated"])
+            record_change(policy, "update", before=before, after=snapshot(policy))
+            _queue(list(policy.federated_objects.values_list("pk", flat=True)))
+    return policy
+
+
+def delete_policy(policy: PropagationPolicy | OverridePolicy) -> None:
+    """A policy objects still use is not deleted (they would lose their placement)."""
+    used = list(policy.federated_objects.values_list("name", flat=True)[:5])
+    if used:
+        raise FederationRefused({"name": f"still used by {', '.join(used)}; rebind or delete them first"})
+    with transaction.atomic():
+        record_change(policy, "delete", before=snapshot(policy))
+        policy.delete()
+
+
+def _labels_naming(policy: PropagationPolicy | OverridePolicy) -> str:
+    if isinstance(policy, PropagationPolicy):
+        return CLUSTER_PROPAGATION_POLICY_LABEL if policy.is_cluster_scoped else PROPAGATION_POLICY_LABEL
+    return CLUSTER_OVERRIDE_POLICY_LABEL if policy.is_cluster_scoped else OVERRIDE_POLICY_LABEL
+
+
+def _bound_by_label(policy: PropagationPolicy | OverridePolicy) -> list[int]:
+    """Objects whose labels named this policy before it existed get it now."""
+    label = _labels_naming(policy)
+    field = "propagation_policy" if isinstance(policy, PropagationPolicy) else "override_policy"
+    candidates = FederatedObject.objects.filter(**{f"{field}__isnull": True})
+    if not policy.is_cluster_scoped:
+        candidates = candidates.filter(namespace=policy.namespace)
+    ids = [obj.pk for obj in candidates.only("pk", "template")
+           if ((obj.template.get("metadata") or {}).get("labels") or {}).get(label) == policy.name]
+    FederatedObject.objects.filter(pk__in=ids).update(**{field: policy})
+    return ids
+
+
+def check_policy_namespace(explicit: str, namespace: str, field: str) -> None:
+    """A namespaced policy serves the objects of its own namespace only (as upstream)."""
+    ns = explicit.rpartition("/")[0]
+    if "/" in explicit and ns not in ("", namespace):
+        raise FederationRefused({field: f"{explicit!r} belongs to namespace {ns!r}; an object in "
+                                        f"{namespace or 'no namespace'!r} may use its own namespace's policies "
+                                        "or fleet-wide ones"})
+
+
+def _resolve_policy(model, labels: Mapping[str, str], namespace: str, explicit: str | None, field: str):
+    """Explicit name first, then the namespaced label, then the cluster-scoped label."""
+    namespaced, cluster_scoped = ((PROPAGATION_POLICY_LABEL, CLUSTER_PROPAGATION_POLICY_LABEL) if model is PropagationPolicy
+                                  else (OVERRIDE_POLICY_LABEL, CLUSTER_OVERRIDE_POLICY_LABEL))
+    if explicit:
+        ns, _, name = explicit.rpartition("/")
+        check_policy_namespace(explicit, namespace, field)
+        policy = model.objects.filter(namespace=ns if "/" in explicit else namespace, name=name).first()
+        if policy is None and "/" not in explicit:
+            policy = model.objects.filter(namespace="", name=name).first()
+        if policy is None:
+            raise FederationRefused({field: f"no {model._meta.verbose_name} named {explicit!r}"})
+        return policy
+    if labels.get(namespaced):
+        return model.objects.filter(namespace=namespace, name=labels[namespaced]).first()
+    if labels.get(cluster_scoped):
+        return model.objects.filter(namespace="", name=labels[cluster_scoped]).first()
+    return None
+
+
+# --------------------------------------------------------------------------- objects
+
+
+def object_errors(obj: Any) -> dict[str, str]:
+    if not isinstance(obj, Mapping):
+        return {"object": "must be a Kubernetes object (a JSON/YAML mapping)"}
+    errors: dict[str, str] = {}
+    for name in ("apiVersion", "kind"):
+        if not isinstance(obj.get(name), str) or not obj.get(name):
+            errors[f"object.{name}"] = "is required"
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        errors["object.metadata"] = "is required"
+        return errors
+    errors.update({f"object.metadata.{k}": v for k, v in _name_errors(meta.get("namespace") or "", meta.get("name")).items()})
+    if obj.get("kind") in _REFUSED_KINDS:
+        errors["object.kind"] = f"{obj['kind']} objects belong to one cluster and cannot be federated"
+    labels = meta.get("labels")
+    if labels is not None and (not isinstance(labels, Mapping) or not all(isinstance(v, str) for v in labels.values())):
+        errors["object.metadata.labels"] = "must map strings to strings"
+    spec = obj.get("spec")
+    if spec is not None and not isinstance(spec, Mapping):
+        errors["object.spec"] = "must be an object"
+    elif isinstance(spec, Mapping) and "replicas" in spec:
+        replicas = spec["replicas"]
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            errors["object.spec.replicas"] = "must be a non-negative integer"
+    if not errors:
+        errors.update(_pod_template_errors(obj))
+    return errors
+
+
+def _pod_template_errors(obj: Mapping[str, Any]) -> dict[str, str]:
+    """A workload whose pods Kubernetes could not count is refused here, not in every cluster."""
+    try:
+        template = workload_pod_template(obj)
+    except UnsupportedWorkloadError:
+        return {}
+    except (PodSpecError, TypeError, ValueError, KeyError) as exc:
+        return {"object.spec.template": str(exc)}
+    spec = template.get("spec") if isinstance(template, Mapping) else None
+    if not isinstance(spec, Mapping):
+        return {"object.spec.template.spec": "is required: the pods' containers"}
+    try:
+        pod_requests({"spec": spec})
+    except (PodSpecError, TypeError, ValueError) as exc:
+        return {"object.spec.template.spec": str(exc)}
+    for name in _POD_LIST_FIELDS:
+        if spec.get(name) is not None and not isinstance(spec[name], list):
+            return {f"object.spec.template.spec.{name}": "must be a list"}
+    return {}
+
+
+def _references(template: Mapping[str, Any]) -> list[str]:
+    return [f"{kind}/{name}" for kind, name in referenced(template)]
+
+
+def submit(obj: Any, *, propagation_policy: str | None = None, override_policy: str | None = None,
+           change_cause: str = "") -> tuple[FederatedObject, bool]:
+    """Create a federated object from a native one, or update its template (a new revision
+    when the template changed). Returns (object, created)."""
+    errors = object_errors(obj)
+    if errors:
+        raise FederationRefused(errors)
+    template = clean_template(obj)
+    meta = template["metadata"]
+    namespace, name, kind = meta.get("namespace") or "", meta["name"], template["kind"]
+    labels = meta.get("labels") or {}
+    pp = _resolve_policy(PropagationPolicy, labels, namespace, propagation_policy, "propagation_policy")
+    op = _resolve_policy(OverridePolicy, labels, namespace, override_policy, "override_policy")
+    digest = template_hash(template)
+    with transaction.atomic():
+        existing = FederatedObject.objects.select_for_update().filter(namespace=namespace, kind=kind, name=name).first()
+        if existing is None:
+            fed = FederatedObject.objects.create(
+                namespace=namespace, name=name, api_version=template["apiVersion"], kind=kind, template=template,
+                template_hash=digest, propagation_policy=pp, override_policy=op, references=_references(template))
+            _revision(fed, change_cause)
+            record_change(fed, "create", after=snapshot(fed))
+            created = True
+        else:
+            if existing.deleting:
+                raise FederationRefused({"object": f"{existing} is being deleted; submit it again once it is gone"})
+            fed, created = _update(existing, template, digest, pp, op, change_cause), False
+        _queue([fed.pk, *_leaders_of(fed)])
+    events.publish("federation", "object_changed", {"id": fed.pk, "key": fed.key, "kind": kind})
+    return fed, created
+
+
+def _update(fed: FederatedObject, template: dict[str, Any], digest: str, pp, op, change_cause: str) -> FederatedObject:
+    before = snapshot(fed)
+    changed = template != fed.template
+    fed.template, fed.api_version = template, template["apiVersion"]
+    fed.references = _references(template)
+    if pp is not None or fed.propagation_policy_id is None:
+        fed.propagation_policy = pp
+    if op is not None:
+        fed.override_policy = op
+    if changed:
+        fed.revision += 1
+        fed.template_hash = digest
+        _revision(fed, change_cause)
+    fed.save()
+    record_change(fed, "update", before=before, after=snapshot(fed))
+    return fed
+
+
+def _revision(fed: FederatedObject, change_cause: str) -> FederatedRevision:
+    return FederatedRevision.objects.create(object=fed, revision=fed.revision, template=fed.template,
+                                            template_hash=fed.template_hash, change_cause=change_cause[:500],
+                                            created_by=current_actor().name[:150])
+
+
+def _leaders_of(fed: FederatedObject) -> list[int]:
+    """A new or changed ConfigMap/Secret: the workloads referencing it re-place it."""
+    if fed.kind not in FOLLOWER_KINDS:
+        return []
+    ref = f"{fed.kind}/{fed.name}"
+    return [pk for pk, refs in FederatedObject.objects.filter(namespace=fed.namespace).exclude(references=[])
+            .values_list("pk", "references") if ref in refs]
+
+
+def delete(fed: FederatedObject) -> None:
+    """Remove from every member cluster, then forget it (the reconciler finishes the job)."""
+    with transaction.atomic():
+        fed = FederatedObject.objects.select_for_update().get(pk=fed.pk)
+        before = snapshot(fed)
+        fed.deleting = True
+        fed.phase = FederatedObject.Phase.DELETING
+        fed.save(update_fields=["deleting", "phase", "updated"])
+        record_change(fed, "delete", before=before)
+        _queue([fed.pk, *_leaders_of(fed)])
+
+
+def rollback(fed: FederatedObject, revision: int, change_cause: str = "") -> FederatedObject:
+    """Roll out an earlier template again, as a new revision (like ``kubectl rollout undo``)."""
+    target = fed.revisions.filter(revision=revision).first()
+    if target is None:
+        raise FederationRefused({"revision": f"{fed} has no revision {revision}"})
+    if target.template_hash == fed.template_hash and target.template == fed.template:
+        raise FederationRefused({"revision": f"revision {revision} is what runs now"})
+    with transaction.atomic():
+        fed = FederatedObject.objects.select_for_update().get(pk=fed.pk)
+        before = snapshot(fed)
+        fed.template, fed.template_hash = target.template, target.template_hash
+        fed.references = _references(target.template)
+        fed.revision += 1
+        fed.rollout_paused = False
+        fed.save()
+        _revision(fed, change_cause or f"rollback to revision {revision}")
+        record_change(fed, "update", before=before, after=snapshot(fed), verb="rollback", reason=change_cause)
+        _queue([fed.pk])
+    return fed
+
+
+def set_paused(fed: FederatedObject, paused: bool, reason: str = "") -> FederatedObject:
+    with transaction.atomic():
+        fed = FederatedObject.objects.select_for_update().get(pk=fed.pk)
+        if fed.rollout_paused != paused:
+            before = snapshot(fed)
+            fed.rollout_paused = paused
+            fed.save(update_fields=["rollout_paused", "updated"])
+            record_change(fed, "update", before=before, after=snapshot(fed), verb="pause" if paused else "resume", reason=reason)
+        _queue([fed.pk])
+    return fed
+
+
+def reschedule(fed: FederatedObject, reason: str = "") -> None:
+    """Forget the scheduling digest so the next reconcile schedules afresh (it may move
+    replicas, so it is audited)."""
+    with transaction.atomic():
+        FederatedObject.objects.filter(pk=fed.pk).update(schedule_digest="")
+        record_change(fed, "update", before=snapshot(fed), after=snapshot(fed), verb="reschedule", reason=reason)
+        _queue([fed.pk])
+
+
+# --------------------------------------------------------------------------- clusters
+
+
+def _objects_on(cluster: Cluster) -> list[int]:
+    return list(FederatedObject.objects.filter(members__cluster=cluster).values_list("pk", flat=True).distinct())
+
+
+def cordon(cluster: Cluster, *, drain: bool = False, reason: str = "") -> ClusterCordon:
+    """No new replicas go to ``cluster``; with ``drain`` its replicas move to other clusters,
+    each workload within its own rollout budget."""
+    with transaction.atomic():
+        existing = ClusterCordon.objects.select_for_update().filter(cluster=cluster).first()
+        before = snapshot(existing) if existing else None
+        state, _ = ClusterCordon.objects.update_or_create(
+            cluster=cluster, defaults={"drain": drain, "reason": reason[:500], "created_by": current_actor().name[:150]})
+        record_change(state, "update" if before else "create", before=before, after=snapshot(state),
+                      verb="drain" if drain else "cordon", reason=reason)
+        ids = _objects_on(cluster)
+        FederatedObject.objects.filter(pk__in=ids).update(schedule_digest="")
+        _queue(ids)
+    events.publish("federation", "cluster_cordoned", {"cluster": cluster.name, "drain": drain})
+    return state
+
+
+def uncordon(cluster: Cluster, reason: str = "") -> bool:
+    with transaction.atomic():
+        state = ClusterCordon.objects.select_for_update().filter(cluster=cluster).first()
+        if state is None:
+            return False
+        record_change(state, "delete", before=snapshot(state), verb="uncordon", reason=reason)
+        state.delete()
+        ids = _objects_on(cluster)
+        FederatedObject.objects.filter(pk__in=ids).update(schedule_digest="")
+        _queue(ids)
+    events.publish("federation", "cluster_cordoned", {"cluster": cluster.name, "drain": False, "uncordoned": True})
+    return True

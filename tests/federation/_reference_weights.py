@@ -1,0 +1,183 @@
+"""Frozen copy of federation/weights.py before the speed-up, only to prove results did not change.
+
+Do not import this outside tests; do not "fix" it: it is the reference.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+__all__ = [
+    "DEFAULT_SUPPLY_LIMIT_RATIO",
+    "GPU_RESOURCE",
+    "TOTAL_WEIGHT",
+    "available_to_weights",
+    "dynamic_weights",
+    "go_round",
+    "reported_resources",
+    "weight_limits",
+]
+
+#: SREs' empirical cap: a cluster's weight is at most 1.4 times its size share.
+DEFAULT_SUPPLY_LIMIT_RATIO = 1.4
+#: Weights are per mille.
+TOTAL_WEIGHT = 1000
+#: Resource used instead of CPU when a workload requests GPUs.
+GPU_RESOURCE = "nvidia.com/gpu"
+#: Resources every cluster reports, as 0 when its status lacks them.
+_ALWAYS_REPORTED = ("cpu", "memory", GPU_RESOURCE)
+
+ClusterCapacity = tuple[str, Mapping[str, int] | None, Mapping[str, int] | None]
+
+
+def go_round(value: float) -> int:
+    """Round half away from zero, like Go's ``math.Round`` (Python rounds half to even).
+
+    Computed from the exact fractional part so values such as
+    0.49999999999999994 are not pushed over the edge by adding 0.5.
+    """
+    whole = math.trunc(value)
+    if abs(value - whole) >= 0.5:
+        whole += 1 if value > 0 else -1
+    return int(whole)
+
+
+def _whole_units(value: float) -> int:
+    """A quantity as whole units rounded away from zero, like ``Quantity.Value()``.
+
+    Upstream weighs whole CPU cores (and whole GPUs); fractional input is
+    rounded the same way rather than rejected.
+    """
+    if isinstance(value, int):
+        return value
+    return math.ceil(value) if value > 0 else math.floor(value)
+
+
+def _equal_split(names: Sequence[str]) -> dict[str, int]:
+    """Everyone gets round(1000 / n): upstream's answer when nothing can be compared.
+
+    Note this may sum to 999 or 1001 (e.g. three clusters get 333 each).
+    """
+    return {name: go_round(TOTAL_WEIGHT / len(names)) for name in names}
+
+
+def weight_limits(
+    allocatables: Mapping[str, Mapping[str, int]],
+    resource: str = "cpu",
+    supply_limit_ratio: float = DEFAULT_SUPPLY_LIMIT_RATIO,
+) -> dict[str, int]:
+    """Per-mille cap per cluster: its share of total allocatable times the ratio.
+
+    Raises ``ValueError`` when a cluster does not report ``resource`` at all
+    (and the fleet total is not zero), as upstream errors out.
+    """
+    total = 0.0
+    for resources in allocatables.values():
+        total += float(_whole_units(resources.get(resource, 0)))
+    if total == 0:
+        return _equal_split(list(allocatables))
+    limits: dict[str, int] = {}
+    for name, resources in allocatables.items():
+        if resource not in resources:
+            raise ValueError(f"cluster {name!r} reports no {resource} resource")
+        share = float(_whole_units(resources[resource])) / total * TOTAL_WEIGHT * supply_limit_ratio
+        limits[name] = go_round(share)
+    return limits
+
+
+def _capped_shares(
+    availables: Mapping[str, Mapping[str, int]],
+    resource: str,
+    limits: Mapping[str, int],
+    total_available: float,
+) -> dict[str, int]:
+    """Each cluster's per-mille share of free capacity, clipped to its limit.
+
+    Overcommitted clusters (negative available) count as having nothing free.
+    """
+    shares: dict[str, int] = {}
+    for name, resources in availables.items():
+        if resource not in resources:
+            raise ValueError(f"cluster {name!r} reports no {resource} resource")
+        free = max(float(_whole_units(resources[resource])), 0.0)
+        shares[name] = min(go_round(free / total_available * TOTAL_WEIGHT), limits.get(name, 0))
+    return shares
+
+
+def _normalise(shares: Mapping[str, int]) -> dict[str, int]:
+    """Rescale to 1000 and give the rounding remainder to the heaviest cluster.
+
+    The heaviest cluster changes least in relative terms. Ties go to the
+    first such cluster in input order (upstream iterates a Go map, so its
+    choice among equals is random).
+    """
+    share_sum = sum(shares.values())
+    weights: dict[str, int] = {}
+    heaviest, heaviest_weight = None, 0
+    for name, share in shares.items():
+        weight = go_round(float(share) / float(share_sum) * TOTAL_WEIGHT)
+        if weight > heaviest_weight:
+            heaviest, heaviest_weight = name, weight
+        weights[name] = weight
+    if heaviest is not None:
+        weights[heaviest] += TOTAL_WEIGHT - sum(weights.values())
+    return weights
+
+
+def available_to_weights(
+    availables: Mapping[str, Mapping[str, int]],
+    resource: str,
+    limits: Mapping[str, int],
+) -> dict[str, int]:
+    """Per-mille weights from free capacity, capped by ``limits``, summing to 1000.
+
+    With no free capacity anywhere every cluster gets round(1000 / n). If the
+    caps zero out every cluster that has free capacity, upstream divides 0 by
+    0 and produces garbage; we fall back to the same equal split instead.
+    """
+    total_available = 0.0
+    for resources in availables.values():
+        amount = _whole_units(resources.get(resource, 0))
+        if amount > 0:
+            total_available += float(amount)
+    if total_available == 0:
+        return _equal_split(list(availables))
+    shares = _capped_shares(availables, resource, limits, total_available)
+    if sum(shares.values()) == 0:
+        return _equal_split(list(availables))
+    return _normalise(shares)
+
+
+def reported_resources(resources: Mapping[str, int] | None) -> dict[str, int]:
+    """A cluster's resource list as upstream reads it: cpu/memory/GPU default to 0.
+
+    ``None`` means the cluster has not reported node-level status yet.
+    """
+    merged: dict[str, int] = {name: 0 for name in _ALWAYS_REPORTED}
+    if resources:
+        merged.update(resources)
+    return merged
+
+
+def dynamic_weights(
+    clusters: Sequence[ClusterCapacity],
+    resource: str = "cpu",
+    supply_limit_ratio: float = DEFAULT_SUPPLY_LIMIT_RATIO,
+) -> dict[str, int]:
+    """Per-mille scheduling weights from each cluster's water level.
+
+    ``clusters`` holds ``(name, allocatable, available)`` with available =
+    allocatable minus pod requests (may be negative when overcommitted);
+    either mapping may be ``None`` when the cluster reports no resources.
+    Use ``resource=GPU_RESOURCE`` for workloads that request GPUs. Callers
+    apply these only when no placement sets a static weight.
+    """
+    allocatables: dict[str, dict[str, int]] = {}
+    availables: dict[str, dict[str, int]] = {}
+    for name, allocatable, available in clusters:
+        if name in allocatables:
+            raise ValueError(f"cluster {name!r} is listed twice")
+        allocatables[name] = reported_resources(allocatable)
+        availables[name] = reported_resources(available)
+    limits = weight_limits(allocatables, resource, supply_limit_ratio)
+    return available_to_weights(availables, resource, limits)

@@ -1,0 +1,292 @@
+"""The reconciler against simulated member clusters: spread by dynamic weights, pods really
+run, status aggregates, a cross-cluster rolling upgrade never exceeds maxUnavailable at any
+step, drains respect the budget, and a failing member is retried without holding others."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from federation import services
+from federation.models import ClusterCordon, FederatedObject, MemberObject, OverridePolicy, PropagationPolicy
+from federation.reconcile import fleet_snapshot, needs_attention, reconcile_object
+from federation.render import TEMPLATE_HASH_ANNOTATION
+from federation.weights import dynamic_weights
+from fleet.models import Cluster, Pod
+from fleet.services import connector_for
+
+from .conftest import deployment, sync
+
+pytestmark = pytest.mark.django_db
+
+
+def member_states(fed: FederatedObject) -> dict[str, dict]:
+    """Each member Deployment's status, read from its cluster right now."""
+    states = {}
+    for member in fed.members.select_related("cluster"):
+        with connector_for(member.cluster) as connector:
+            obj = connector.get("apps/v1", "Deployment", fed.name, namespace=fed.namespace)
+        if obj is not None:
+            states[member.cluster.name] = obj
+    return states
+
+
+def total_available(fed: FederatedObject) -> int:
+    return sum(int((o.get("status") or {}).get("availableReplicas", 0)) for o in member_states(fed).values())
+
+
+def total_pods(fed: FederatedObject) -> int:
+    return sum(int((o.get("status") or {}).get("replicas", 0)) for o in member_states(fed).values())
+
+
+def converge(fed: FederatedObject, *, seconds: float = 90, on_step=None) -> FederatedObject:
+    """Reconcile once per simulated tick until Ready, calling ``on_step`` after every pass."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        reconcile_object(fed.pk)
+        fed.refresh_from_db()
+        if on_step:
+            on_step(fed)
+        if fed.phase == FederatedObject.Phase.READY:
+            return fed
+        time.sleep(0.35)
+    raise AssertionError(f"{fed} did not converge: {fed.phase} {fed.message}")
+
+
+def test_300_replicas_spread_by_dynamic_weights_run_and_become_ready(fleet3, spread_policy):
+    fed, created = services.submit(deployment("shop-web", replicas=300), propagation_policy="spread")
+    assert created
+    fed = converge(fed)
+    fleet = fleet_snapshot()
+    expected = dynamic_weights([(i.name, {"cpu": -(-i.allocatable["cpu"] // 1000)},
+                                 {"cpu": -(-i.available["cpu"] // 1000)}) for i in fleet.infos])
+    assert fed.schedule["weights_source"] == "dynamic"
+    assert fed.schedule["weights"] == expected
+    assert sum(fed.placement.values()) == 300
+    biggest = max(expected, key=expected.get)
+    assert fed.placement[biggest] == max(fed.placement.values()), "the cluster with most room gets most replicas"
+    assert fed.status["availableReplicas"] == fed.status["readyReplicas"] == 300
+    assert fed.status["clusters"].keys() == fed.placement.keys()
+    for cluster in Cluster.objects.filter(name__in=fed.placement):
+        sync(cluster)
+        running = Pod.objects.filter(cluster=cluster, namespace="shop", phase="Running", labels__app="shop-web").count()
+        assert running == fed.placement[cluster.name], cluster.name
+
+
+def test_an_image_change_rolls_across_clusters_within_max_unavailable_at_every_step(fleet3, spread_policy):
+    template = deployment("shop-web", replicas=300, max_surge="5%", max_unavailable="5%")
+    fed, _ = services.submit(template, propagation_policy="spread")
+    fed = converge(fed)
+    max_unavailable, max_surge = 15, 15  # 5% of 300, unavailable rounded down, surge up
+    template["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:1.28"
+    fed, created = services.submit(template, change_cause="nginx 1.28")
+    assert not created and fed.revision == 2
+
+    worst = {"unavailable": 0, "surge": 0, "steps": 0}
+    rolling_clusters: set[str] = set()
+
+    def check(current: FederatedObject) -> None:
+        states = member_states(current)
+        available = sum(int(o["status"].get("availableReplicas", 0)) for o in states.values())
+        pods = sum(int(o["status"].get("replicas", 0)) for o in states.values())
+        worst["unavailable"] = max(worst["unavailable"], 300 - available)
+        worst["surge"] = max(worst["surge"], pods - 300)
+        worst["steps"] += 1
+        assert 300 - available <= max_unavailable, f"{300 - available} unavailable at step {worst['steps']}"
+        assert pods - 300 <= max_surge, f"{pods - 300} surge pods at step {worst['steps']}"
+        rolling_clusters.update(name for name, o in states.items()
+                                if o["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION] == current.template_hash
+                                and o["status"].get("updatedReplicas", 0) < o["spec"]["replicas"])
+
+    fed = converge(fed, seconds=180, on_step=check)
+    assert worst["steps"] > 3, "the rollout took several steps"
+    assert worst["unavailable"] > 0, "the budget was used"
+    for obj in member_states(fed).values():
+        assert obj["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.28"
+        assert obj["status"]["updatedReplicas"] == obj["spec"]["replicas"]
+    assert fed.status["updatedReplicas"] == 300
+    assert len(rolling_clusters) >= 2
+
+
+def test_pause_holds_clusters_that_have_not_started(fleet3, spread_policy):
+    template = deployment("api", replicas=60, max_surge=0, max_unavailable=3)
+    fed, _ = services.submit(template, propagation_policy="spread")
+    fed = converge(fed)
+    services.set_paused(fed, True)
+    template["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:1.28"
+    fed, _ = services.submit(template)
+    for _ in range(4):
+        reconcile_object(fed.pk)
+        time.sleep(0.4)
+    fed.refresh_from_db()
+    assert fed.phase == FederatedObject.Phase.ROLLING
+    updated = [name for name, o in member_states(fed).items()
+               if o["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION] == fed.template_hash]
+    assert updated == [], "nothing starts while paused"
+    services.set_paused(fed, False)
+    fed = converge(fed)
+    assert fed.status["updatedReplicas"] == 60
+
+
+def test_rollback_rolls_the_earlier_template_out_as_a_new_revision(fleet3, spread_policy):
+    template = deployment("api", replicas=20)
+    fed, _ = services.submit(template, propagation_policy="spread")
+    converge(fed)
+    template["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:broken"
+    fed, _ = services.submit(template)
+    fed = services.rollback(fed, 1)
+    assert fed.revision == 3
+    fed = converge(fed)
+    for obj in member_states(fed).values():
+        assert obj["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
+
+
+def test_drain_moves_replicas_away_within_the_budget(fleet3, spread_policy):
+    fed, _ = services.submit(deployment("api", replicas=90, max_surge=10, max_unavailable=10), propagation_policy="spread")
+    fed = converge(fed)
+    victim = Cluster.objects.get(name=max(fed.placement, key=fed.placement.get))
+    services.cordon(victim, drain=True, reason="kernel upgrade")
+
+    def check(current: FederatedObject) -> None:
+        assert 90 - total_available(current) <= 10
+        assert total_pods(current) - 90 <= 10
+
+    fed = converge(fed, on_step=check)
+    assert victim.name not in fed.placement
+    assert sum(fed.placement.values()) == 90
+    assert victim.name not in member_states(fed), "the member object was deleted from the drained cluster"
+    assert "cordoned" in " ".join(fed.schedule["filtered"].get(victim.name, []))
+    services.uncordon(victim)
+    assert not ClusterCordon.objects.exists()
+
+
+def test_cordon_without_drain_keeps_running_replicas_but_takes_no_new_ones(fleet3, spread_policy):
+    fed, _ = services.submit(deployment("api", replicas=30), propagation_policy="spread")
+    fed = converge(fed)
+    cordoned = Cluster.objects.get(name=min(fed.placement, key=fed.placement.get))
+    kept = fed.placement[cordoned.name]
+    services.cordon(cordoned, reason="maintenance")
+    template = deployment("api", replicas=60)
+    fed, _ = services.submit(template)
+    fed = converge(fed)
+    assert fed.placement[cordoned.name] <= kept
+    assert sum(fed.placement.values()) == 60
+
+
+def test_a_member_that_fails_to_apply_shows_the_error_is_retried_and_the_others_proceed(fleet3):
+    bad, good = fleet3[0], fleet3[1:]
+    PropagationPolicy.objects.create(name="all", spec={"schedulingMode": "Duplicate"})
+    OverridePolicy.objects.create(name="break-one", spec={"overrideRules": [
+        {"targetClusters": {"clusters": [bad.name]},
+         "overriders": {"jsonpatch": [{"operator": "replace", "path": "/data/missing", "value": "x"}]}}]})
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "shop"},
+              "data": {"mode": "fast"}}
+    fed, _ = services.submit(config, propagation_policy="all", override_policy="break-one")
+    reconcile_object(fed.pk)
+    fed.refresh_from_db()
+    assert fed.phase == FederatedObject.Phase.DEGRADED
+    assert bad.name in fed.message
+    failed = fed.members.get(cluster=bad)
+    assert failed.state == MemberObject.State.ERROR and "missing" in failed.error and failed.attempts == 1
+    assert fed.status["clusters"][bad.name]["error"] == failed.error
+    for cluster in good:
+        member = fed.members.get(cluster=cluster)
+        assert member.state == MemberObject.State.APPLIED
+        with connector_for(cluster) as connector:
+            assert connector.get("v1", "ConfigMap", "settings", namespace="shop")["data"] == {"mode": "fast"}
+    assert fed.pk in needs_attention()
+
+    MemberObject.objects.filter(pk=failed.pk).update(next_retry=None)
+    OverridePolicy.objects.filter(name="break-one").update(spec={"overrideRules": [
+        {"targetClusters": {"clusters": [bad.name]},
+         "overriders": {"jsonpatch": [{"operator": "add", "path": "/data/region", "value": bad.name}]}}]})
+    reconcile_object(fed.pk)
+    fed.refresh_from_db()
+    assert fed.phase == FederatedObject.Phase.READY
+    with connector_for(bad) as connector:
+        assert connector.get("v1", "ConfigMap", "settings", namespace="shop")["data"] == {"mode": "fast", "region": bad.name}
+
+
+def test_an_unreachable_member_is_retried_with_backoff(fleet3):
+    PropagationPolicy.objects.create(name="all", spec={"schedulingMode": "Duplicate"})
+    broken = fleet3[0]
+    Cluster.objects.filter(pk=broken.pk).update(connector="kubernetes", connector_config={"kubeconfig_path": "/nonexistent"})
+    fed, _ = services.submit({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "tls", "namespace": "shop"},
+                              "data": {"k": "dg=="}}, propagation_policy="all")
+    reconcile_object(fed.pk)
+    member = fed.members.get(cluster=broken)
+    assert member.state == MemberObject.State.ERROR and member.next_retry is not None
+    first_retry = member.next_retry
+    reconcile_object(fed.pk)
+    member.refresh_from_db()
+    assert member.attempts == 1 and member.next_retry == first_retry, "not retried before its time"
+    MemberObject.objects.filter(pk=member.pk).update(next_retry=None)
+    reconcile_object(fed.pk)
+    member.refresh_from_db()
+    assert member.attempts == 2 and member.next_retry > first_retry
+
+
+def test_followers_go_where_their_workload_goes(fleet3):
+    PropagationPolicy.objects.create(name="two", spec={"schedulingMode": "Divide", "maxClusters": 2})
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web-config", "namespace": "shop"}, "data": {}}
+    follower, _ = services.submit(config)
+    web = deployment("web", replicas=10)
+    web["spec"]["template"]["spec"]["volumes"] = [{"name": "c", "configMap": {"name": "web-config"}}]
+    leader, _ = services.submit(web, propagation_policy="two")
+    reconcile_object(leader.pk)
+    reconcile_object(follower.pk)
+    leader.refresh_from_db()
+    follower.refresh_from_db()
+    assert len(leader.placement) == 2
+    assert set(follower.placement) == set(leader.placement)
+    assert follower.phase == FederatedObject.Phase.READY
+    assert follower.schedule["follows"] == ["shop/web"]
+
+
+def test_delete_removes_members_everywhere(fleet3, spread_policy):
+    fed, _ = services.submit(deployment("gone", replicas=6), propagation_policy="spread")
+    reconcile_object(fed.pk)
+    clusters = list(fed.members.values_list("cluster__name", flat=True))
+    services.delete(fed)
+    assert reconcile_object(fed.pk) is None
+    assert not FederatedObject.objects.filter(pk=fed.pk).exists()
+    for cluster in Cluster.objects.filter(name__in=clusters):
+        with connector_for(cluster) as connector:
+            assert connector.get("apps/v1", "Deployment", "gone", namespace="shop") is None
+
+
+def test_unchanged_inputs_do_not_reschedule(fleet3, spread_policy):
+    fed, _ = services.submit(deployment("steady", replicas=12), propagation_policy="spread")
+    reconcile_object(fed.pk)
+    fed.refresh_from_db()
+    first = fed.scheduled_at
+    reconcile_object(fed.pk)
+    fed.refresh_from_db()
+    assert fed.scheduled_at == first
+    Cluster.objects.filter(pk=fleet3[0].pk).update(labels={"tier": "gold"})
+    reconcile_object(fed.pk)
+    fed.refresh_from_db()
+    assert fed.scheduled_at > first, "a cluster label change reschedules"
+
+
+def test_a_full_reschedule_finds_exactly_the_objects_whose_placement_changes(fleet3, spread_policy):
+    from federation.reconcile import reschedule_all
+
+    PropagationPolicy.objects.create(name="pinned", spec={"placement": [{"cluster": fleet3[1].name}]})
+    spread, _ = services.submit(deployment("spread", replicas=12), propagation_policy="spread")
+    pinned, _ = services.submit(deployment("pinned", replicas=4), propagation_policy="pinned")
+    for fed in (spread, pinned):
+        reconcile_object(fed.pk)
+    assert reschedule_all() == {"objects": 2, "changed": 0}, "nothing changed, nothing moves"
+
+    spread.refresh_from_db()
+    drained = next(name for name in spread.placement if name != fleet3[1].name)
+    ClusterCordon.objects.create(cluster=Cluster.objects.get(name=drained), drain=True)
+    assert reschedule_all(chunk_size=1) == {"objects": 2, "changed": 1}
+    spread.refresh_from_db()
+    pinned.refresh_from_db()
+    assert spread.schedule_digest == "" and pinned.schedule_digest != ""
+    reconcile_object(spread.pk)
+    spread.refresh_from_db()
+    assert drained not in spread.placement and sum(spread.placement.values()) == 12
