@@ -9,7 +9,7 @@ Prints figures and ratios (not pass/fail):
 2. full resync of 5,000 groups and 100,000 workloads (goal ≤30 s), then a no-change pass;
 3. the tree page for 5,000 groups (goal ≤500 ms server time).
 
-    python bench/bench_quotas.py [--groups 5000] [--workloads 100000] [--seconds 5]
+    python bench/bench_quotas.py [--groups 5000] [--workloads 100000] [--seconds 5] [--webhook-only]
 
 Runs on a fresh SQLite database under a temporary directory, or on ``BENCH_DATABASE_URL``.
 """
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from http_load import BARE_APP, load, serve  # noqa: E402
+from http_load import BARE_APP, CpuShares, load, serve  # noqa: E402
 
 CPU = ("500m", "1", "2", "4")
 PACED_RATE = 500
@@ -163,14 +163,16 @@ def bench_webhook(seconds: float, callers: int, groups: int, workers: int = 1) -
                        b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         return out
 
-    results = {}
+    results, cpu = {}, {}
     server, port = serve("config.asgi:application", dict(env, WEB_CONCURRENCY=str(workers)), str(ROOT))
     try:
         load(port, requests("warm", lambda i: f"hook-{i % groups}"), 1.0, callers)
         for label, group_of in (("spread over %d groups" % groups, lambda i: f"hook-{i % groups}"), ("one hot group", lambda i: "hook-0")):
-            results[f"saturated (closed loop), {label}"] = load(port, requests(label.split()[0], group_of), seconds, callers)
-            results[f"paced at {PACED_RATE}/s (open loop), {label}"] = load(
-                port, requests("paced" + label.split()[0], group_of), seconds, callers, rate=PACED_RATE)
+            for mode, rate in (("saturated (closed loop)", None), (f"paced at {PACED_RATE}/s (open loop)", PACED_RATE)):
+                bodies = requests(("paced" if rate else "") + label.split()[0], group_of)
+                shares = CpuShares(server.pid)
+                results[f"{mode}, {label}"] = load(port, bodies, seconds, callers, rate=rate)
+                cpu[f"{mode}, {label}"] = shares.report()
     finally:
         server.terminate()
         server.wait()
@@ -188,6 +190,8 @@ def bench_webhook(seconds: float, callers: int, groups: int, workers: int = 1) -
         print(f"webhook, {callers} concurrent callers, {workers} uvicorn worker(s), {engine}, every request admitted and committed, "
               f"{label}: {result.rps:,.0f} decisions/s, p50 {result.p50 * 1000:.1f} ms, p99 {result.p99 * 1000:.1f} ms, "
               f"statuses {result.statuses} (goal ≥500/s, p99 ≤30 ms); ratio to bare ASGI {result.rps / bare.rps:.3f}")
+        if cpu.get(label):
+            print(f"  {cpu[label]}")
     print("  (closed loop: every caller sends again the moment it is answered, so latency is queueing: callers / rate)")
     print(f"  bare ASGI endpoint, same client: {bare.rps:,.0f} requests/s, p99 {bare.p99 * 1000:.1f} ms")
 
@@ -200,12 +204,18 @@ def main() -> None:
     parser.add_argument("--callers", type=int, default=64)
     parser.add_argument("--webhook-groups", type=int, default=64)
     parser.add_argument("--webhook-workers", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument("--webhook-only", action="store_true", help="skip the resync and the tree page")
     args = parser.parse_args()
     from bench_fleet import setup
 
     setup(os.environ.get("BENCH_DATABASE_URL"))
-    bench_resync(args.groups, args.workloads)
-    bench_tree_page(args.groups)
+    if args.webhook_only:
+        from fleet.models import Cluster
+
+        Cluster.objects.create(name="c1", connector="simulated", connector_config={"node_count": 1, "seed": 1})
+    else:
+        bench_resync(args.groups, args.workloads)
+        bench_tree_page(args.groups)
     bench_webhook(args.seconds, args.callers, args.webhook_groups, args.webhook_workers)
 
 

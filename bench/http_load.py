@@ -8,6 +8,7 @@ or on a fixed, staggered schedule (open loop: latency at a given rate).
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import subprocess
 import sys
@@ -93,3 +94,52 @@ def load(port: int, requests: list[bytes], seconds: float, connections: int, rat
     if not latencies:
         return Load(0.0, float("nan"), float("nan"), statuses)
     return Load(len(latencies) / elapsed, latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)], statuses)
+
+
+class CpuShares:
+    """Where the machine's CPU went during a measurement (Linux ``/proc``; empty elsewhere).
+
+    The server, the database and the load generator share the cores, so figures only mean
+    something next to how busy the machine was, and with what.
+    """
+
+    def __init__(self, server_pid: int) -> None:
+        self.server_pid = server_pid
+        self._start = self._snapshot()
+
+    def report(self) -> str:
+        end = self._snapshot()
+        if not end or not self._start:
+            return ""
+        seconds = end["wall"] - self._start["wall"]
+        share = {k: (end.get(k, 0.0) - self._start.get(k, 0.0)) / seconds * 100 for k in ("server", "postgres", "self", "all")}
+        other = share["all"] - share["server"] - share["postgres"] - share["self"]
+        return (f"CPU of {os.cpu_count()} cores: server {share['server']:.0f}%, PostgreSQL {share['postgres']:.0f}%, "
+                f"load generator {share['self']:.0f}%, everything else {max(other, 0):.0f}%")
+
+    def _snapshot(self) -> dict[str, float]:
+        try:
+            tick = os.sysconf("SC_CLK_TCK")
+            totals = {"server": 0.0, "postgres": 0.0, "self": 0.0, "all": 0.0, "wall": time.monotonic()}
+            for entry in os.listdir("/proc"):
+                if entry.isdigit():
+                    self._add(totals, int(entry), tick)
+            return totals
+        except OSError:
+            return {}
+
+    def _add(self, totals: dict[str, float], pid: int, tick: int) -> None:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                text = stat.read()
+        except OSError:
+            return
+        name, fields = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
+        used = (int(fields[11]) + int(fields[12])) / tick
+        totals["all"] += used
+        if pid == self.server_pid or int(fields[1]) == self.server_pid:
+            totals["server"] += used
+        elif name.startswith("postgres"):
+            totals["postgres"] += used
+        elif pid == os.getpid():
+            totals["self"] += used

@@ -250,7 +250,8 @@ MERIDIAN_QUOTA_RESYNC_SECONDS = env.int("MERIDIAN_QUOTA_RESYNC_SECONDS", default
 MERIDIAN_WATER_LEVEL_RETENTION_DAYS = env.int("MERIDIAN_WATER_LEVEL_RETENTION_DAYS", default=7)
 #: Seconds between full federation rescheduling passes (today's water levels, every object).
 MERIDIAN_FEDERATION_RESCHEDULE_SECONDS = env.int("MERIDIAN_FEDERATION_RESCHEDULE_SECONDS", default=1800)
-#: Threads (each with its own database connection) deciding quota admission reviews.
+#: Threads (each with its own database connection) deciding quota admission reviews: one batch
+#: runs at a time, the others only start next to a batch stuck on a lock (quotas/fastpath.py).
 MERIDIAN_WEBHOOK_THREADS = env.int("MERIDIAN_WEBHOOK_THREADS", default=4)
 MERIDIAN_JOB_TIMEOUT_SECONDS = env.int("MERIDIAN_JOB_TIMEOUT_SECONDS", default=3600)
 MERIDIAN_WORKER_HEARTBEAT_SECONDS = 10

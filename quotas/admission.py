@@ -7,26 +7,27 @@ transactions are IMMEDIATE, hence exclusive), re-reads the entries under the loc
 decides the requests one after another against running totals, and writes each changed
 group and the ledger once. The check and the commit share the lock, so no interleaving of
 requests, batches or reconciles can admit more than ``hard``. A dry run is checked against
-the running totals but adds nothing.
+the running totals but adds nothing. The statements are ``quotas.ledger``'s plain SQL: a
+round trip to lock and read, one to write and commit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.db import transaction
+import orjson
 from django.utils import timezone
 
 from fleet.models import Cluster
-from fleet.sync import insert_rows
 from kube.admission import AdmissionRequest
 from kube.resources import PodSpecError, UnsupportedWorkloadError, workload_components, workload_kind
 
 from . import accounting as acc
-from .models import QuotaCharge, QuotaGroup
-from .status import lock, parsed, store_statuses
+from . import ledger
+from .models import QuotaGroup
+from .status import parsed
 
 SCALABLE = {"deployments": "Deployment", "statefulsets": "StatefulSet", "replicasets": "ReplicaSet", "rollouts": "Rollout"}
 HPA_RESOURCE = "horizontalpodautoscalers"
@@ -87,6 +88,33 @@ def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
     return labels if isinstance(labels, Mapping) else {}
 
 
+_POD_CHARGES: dict[bytes, acc.ResourceList] = {}
+_POD_CHARGES_LIMIT = 1024
+_POD_CHARGE_KEY_MAX = 16 * 1024
+
+
+def _pod_charge(spec: Any, labels: Mapping[str, Any]) -> acc.ResourceList:
+    """One replica's charge: the pod template's quota usage plus its model copies.
+
+    Memoised on the pod spec and the model labels, the only inputs: computing the usage of a
+    template costs more than the rest of a decision, and a fleet's workloads (and every
+    update of one workload) repeat a handful of templates. The result is shared, so it is
+    never mutated (the accounting functions all return new maps).
+    """
+    try:
+        key = orjson.dumps([spec, [labels.get(name) for name in acc.MODEL_LABELS.values()]])
+    except TypeError:  # not plain JSON (an integer beyond 64 bits): no memo
+        key = b""
+    charge = _POD_CHARGES.get(key) if key else None
+    if charge is None:
+        charge = acc.workload_charge_of({"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": dict(labels)}, "spec": spec})
+        if key and len(key) <= _POD_CHARGE_KEY_MAX:
+            if len(_POD_CHARGES) >= _POD_CHARGES_LIMIT:
+                _POD_CHARGES.clear()
+            _POD_CHARGES[key] = charge
+    return charge
+
+
 def entry_of_manifest(obj: Mapping[str, Any], group: str, pk: int | None = None) -> Entry:
     """The charge of a workload manifest: all templates × replicas, model copies by label."""
     components = workload_components(obj)
@@ -94,8 +122,7 @@ def entry_of_manifest(obj: Mapping[str, Any], group: str, pk: int | None = None)
     if len(components) != 1:
         return Entry(pk=pk, group=group, api_version=str(obj.get("apiVersion")), spec_replicas=replicas,
                      hpa_max_replicas=None, per_replica={}, charge=acc.workload_charge_of(obj))
-    per_replica = acc.workload_charge_of({"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": dict(_labels(obj))},
-                                          "spec": components[0][1].get("spec")})
+    per_replica = _pod_charge(components[0][1].get("spec"), _labels(obj))
     return Entry(pk=pk, group=group, api_version=str(obj.get("apiVersion")), spec_replicas=replicas,
                  hpa_max_replicas=None, per_replica=per_replica, charge=acc.scaled(per_replica, replicas))
 
@@ -208,21 +235,13 @@ def evaluate(groups: Mapping[str, GroupState], old: Entry | None, new: Entry | N
 
 # ---------------------------------------------------------------------------- the database
 
-def _entries(keys: set[Key]) -> dict[Key, Entry]:
-    if not keys:
-        return {}
-    rows = QuotaCharge.objects.filter(  # every column of the unique index, so it is a lookup, not a scan
-        cluster_id__in={k[0] for k in keys}, namespace__in={k[1] for k in keys}, kind__in={k[2] for k in keys},
-        name__in={k[3] for k in keys}).values_list(
-        "pk", "cluster_id", "namespace", "kind", "name", "group__name", "api_version", "spec_replicas", "hpa_max_replicas",
-        "per_replica", "charge")
-    found = {}
-    for pk, cluster_id, namespace, kind, name, group, api_version, spec, hpa, per_replica, charge in rows:
-        key = (cluster_id, namespace, kind, name)
-        if key in keys:
-            found[key] = Entry(pk=pk, group=group, api_version=api_version, spec_replicas=spec, hpa_max_replicas=hpa,
-                               per_replica=parsed(per_replica), charge=parsed(charge))
-    return found
+def _entry(row: ledger.ChargeRow) -> Entry:
+    return Entry(pk=row.pk, group=row.group, api_version=row.api_version, spec_replicas=row.spec_replicas,
+                 hpa_max_replicas=row.hpa_max_replicas, per_replica=parsed(row.per_replica), charge=parsed(row.charge))
+
+
+def _entries(rows: Iterable[ledger.ChargeRow]) -> dict[Key, Entry]:
+    return {row.key: _entry(row) for row in rows}
 
 
 def _group_names(items: Sequence[tuple[Cluster, AdmissionRequest]], entries: Mapping[Key, Entry]) -> set[str]:
@@ -267,16 +286,16 @@ def _decide_once(items: Sequence[tuple[Cluster, AdmissionRequest]], extra: set[s
     wanted = {k for k in keys if not isinstance(k, Decision)}
     if not wanted:
         return list(keys)  # type: ignore[arg-type]
-    names = _group_names(items, {} if _creates_only(items) else _entries(wanted)) | extra
-    with transaction.atomic():
-        locked = lock(names)
-        entries = _entries(wanted)
+    names = _group_names(items, {} if _creates_only(items) else _entries(ledger.read_charges(wanted))) | extra
+    with ledger.batch_transaction() as tx:
+        locked, rows = ledger.lock_and_read(tx, names, wanted)
+        entries = _entries(rows)
         missing = _group_names(items, entries) - names
         if missing:
             raise _Moved(missing)
-        groups = {name: GroupState(g.pk, parsed(g.hard), parsed(g.used), parsed(g.self_used)) for name, g in locked.items()}
+        groups = {g.name: GroupState(g.pk, parsed(g.hard), parsed(g.used), parsed(g.self_used)) for g in locked}
         decisions, final = _run(items, keys, entries, groups)
-        _write(groups, entries, final)
+        _write(tx, groups, entries, final)
     return decisions
 
 
@@ -304,35 +323,25 @@ def _run(items, keys, entries: Mapping[Key, Entry], groups: dict[str, GroupState
     return decisions, final
 
 
-def _write(groups: Mapping[str, GroupState], entries: Mapping[Key, Entry], final: Mapping[Key, Entry | None]) -> None:
-    store_statuses([(state.pk, acc.canonical(state.used), acc.canonical(state.self_used))
-                    for state in groups.values() if state.changed])
-    group_ids = {name: state.pk for name, state in groups.items()}
-    now = timezone.now()
-    create, update, delete = [], [], []
+def _write(tx: ledger.BatchTransaction, groups: Mapping[str, GroupState], entries: Mapping[Key, Entry],
+           final: Mapping[Key, Entry | None]) -> None:
+    """The changed groups' statuses, and every ledger row the batch created, changed or released."""
+    statuses = [(state.pk, acc.canonical(state.used), acc.canonical(state.self_used))
+                for state in groups.values() if state.changed]
+    charges, deleted = [], []
     for key, entry in final.items():
-        if entry is entries.get(key):
+        old = entries.get(key)
+        if entry is old:
             continue
         if entry is None:
-            delete.append(entries[key].pk)
+            deleted.append(old.pk)  # type: ignore[union-attr]
             continue
-        row = QuotaCharge(pk=entries[key].pk if key in entries else None, group_id=group_ids[entry.group], cluster_id=key[0],
-                          namespace=key[1], kind=key[2], name=key[3], api_version=entry.api_version,
-                          replicas=entry.replicas, spec_replicas=entry.spec_replicas, hpa_max_replicas=entry.hpa_max_replicas,
-                          per_replica=acc.canonical(entry.per_replica), charge=acc.canonical(entry.charge),
-                          source=QuotaCharge.Source.ADMISSION, admitted_at=now, updated=now)
-        (update if key in entries else create).append(row)
-    if delete:
-        QuotaCharge.objects.filter(pk__in=delete).delete()
-    if create:
-        insert_rows(QuotaCharge, [_row(charge) for charge in create], now)
-    if update:
-        QuotaCharge.objects.bulk_update(update, ["group", "api_version", "replicas", "spec_replicas", "hpa_max_replicas",
-                                                 "per_replica", "charge", "source", "admitted_at", "updated"])
-
-
-def _row(charge: QuotaCharge) -> dict[str, Any]:
-    return {f.attname: getattr(charge, f.attname) for f in QuotaCharge._meta.concrete_fields if not f.primary_key}
+        charges.append(ledger.NewCharge(
+            pk=old.pk if old is not None else None, group_id=groups[entry.group].pk, key=key,
+            api_version=entry.api_version, replicas=entry.replicas, spec_replicas=entry.spec_replicas,
+            hpa_max_replicas=entry.hpa_max_replicas, per_replica=acc.canonical(entry.per_replica),
+            charge=acc.canonical(entry.charge)))
+    ledger.write(tx, statuses, charges, deleted, timezone.now())
 
 
 # ---------------------------------------------------------------------------- entry points

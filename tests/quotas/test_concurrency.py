@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 import uvicorn
+from django.db import connection, connections, transaction
 
 from quotas import services
 from quotas.models import QuotaCharge, QuotaGroup
@@ -115,3 +116,37 @@ def test_the_running_server_refuses_bad_callers_and_bodies(server, webhook_token
         assert client.get(url, headers=auth).status_code == 405, "anything but POST goes to Django"
         fine = client.post(url, json=body, headers=auth)
         assert fine.status_code == 200 and fine.json()["response"] == {"uid": body["request"]["uid"], "allowed": True}
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite's writer lock holds every group at once")
+def test_a_batch_stuck_on_a_lock_does_not_hold_up_other_groups(server, webhook_token):
+    """Batches run one at a time, except next to a batch that is stuck: a request for a
+    group whose row another transaction holds must not delay the requests for other groups."""
+    services.create_group(name="slow", parent=None, hard={"limits.cpu": "10"})
+    services.create_group(name="fast", parent=None, hard={"limits.cpu": "10"})
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_slow_group() -> None:
+        with transaction.atomic():
+            QuotaGroup.objects.select_for_update().get(name="slow")
+            locked.set()
+            release.wait(20)
+        connections.close_all()
+
+    holder = threading.Thread(target=hold_the_slow_group)
+    holder.start()
+    assert locked.wait(10)
+    url, auth = f"{server}/api/admission/v1/quotas/validate", {"Authorization": f"Bearer {webhook_token}"}
+    try:
+        with httpx.Client(timeout=30) as client, ThreadPoolExecutor(max_workers=1) as pool:
+            slow = pool.submit(client.post, url, json=review(deployment("s", group="slow")), headers=auth)
+            time.sleep(0.2)
+            started = time.monotonic()
+            fast = client.post(url, json=review(deployment("f", group="fast")), headers=auth)
+            assert fast.json()["response"]["allowed"] and time.monotonic() - started < 5
+            assert not slow.done(), "still waiting for the lock"
+            release.set()
+            assert slow.result().json()["response"]["allowed"]
+    finally:
+        release.set()
+        holder.join(timeout=10)
