@@ -101,6 +101,11 @@ class FederatedObject(models.Model):
     message = models.TextField(blank=True)
     rollout_paused = models.BooleanField(default=False)
     deleting = models.BooleanField(default=False)
+    quiet_passes = models.PositiveSmallIntegerField(
+        default=0, help_text=_("Periodic passes in a row that found nothing to do (the resync backs off)."))
+    next_resync = models.DateTimeField(
+        null=True, blank=True, db_index=True,
+        help_text=_("An unsettled object that keeps finding nothing to do is looked at again from here."))
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 

@@ -18,6 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from core import events
@@ -36,6 +37,11 @@ from .scheduler import GPU_RESOURCE, ClusterInfo, ClusterSnapshot, ScheduleResul
 logger = logging.getLogger(__name__)
 
 MAX_BACKOFF_SECONDS = 300
+RESYNC_SECONDS = 3  # the beat's pace (``federation.resync``)
+#: Longest pause between periodic passes over an unsettled object that keeps finding nothing
+#: to do: short while it is moving (a rollout waits for pods), longer once it is stuck (it
+#: still notices a cluster that joined or freed capacity within a minute).
+QUIET_BACKOFF_SECONDS = {"moving": 30, "stuck": 60}
 FIELD_MANAGER = "meridian-federation"
 
 
@@ -287,7 +293,30 @@ def _sync_members(run: _Pass, members: dict[str, MemberObject]) -> list[MemberOb
     return kept
 
 
-def _save(fed: FederatedObject, members: list[MemberObject]) -> None:
+def _progress(fed: FederatedObject) -> str:
+    """What a pass can change that people and the rollout wait for."""
+    return object_digest([fed.phase, fed.message, fed.status, fed.placement])
+
+
+def resync_backoff(fed: FederatedObject, progressed: bool, now) -> None:
+    """Pace the periodic passes over an unsettled object by whether they achieve anything.
+
+    A pass that changed nothing is followed by one after 3 s, then 6, 12, … up to 30 s while
+    the object is moving (pending, rolling out) and a minute once it is stuck (degraded,
+    unschedulable, paused): replicas that fit nowhere are not retried every 3 s forever, and
+    any change (a pass that made progress, a user's action) brings the normal pace back.
+    """
+    if progressed or fed.phase == FederatedObject.Phase.READY:
+        fed.quiet_passes, fed.next_resync = 0, None
+        return
+    stuck = fed.rollout_paused or fed.phase in (FederatedObject.Phase.DEGRADED, FederatedObject.Phase.UNSCHEDULABLE)
+    cap = QUIET_BACKOFF_SECONDS["stuck" if stuck else "moving"]
+    fed.quiet_passes = min(fed.quiet_passes + 1, 32)
+    delay = min(RESYNC_SECONDS * 2 ** (fed.quiet_passes - 1), cap)
+    fed.next_resync = now + timedelta(seconds=delay)
+
+
+def _save(fed: FederatedObject, members: list[MemberObject], before: str) -> None:
     unplaced = int((fed.schedule or {}).get("unplaced") or 0)
     views = [MemberView(m.cluster.name, m.replicas, m.state, m.error, m.observed,
                         (m.observed or {}).get("templateHash") == fed.template_hash or fed.kind not in ("Deployment",))
@@ -296,13 +325,16 @@ def _save(fed: FederatedObject, members: list[MemberObject]) -> None:
                                        scheduling_error=(fed.schedule or {}).get("error") or "", unplaced=unplaced,
                                        deleting=fed.deleting,
                                        leaving=tuple(m.cluster.name for m in members if m.cluster.name not in fed.placement))
+    now = timezone.now()
     with transaction.atomic():
         for member in members:
             member.save()
         fed.status, fed.phase, fed.message = status, phase, message
+        resync_backoff(fed, _progress(fed) != before, now)
         FederatedObject.objects.filter(pk=fed.pk).update(
             placement=fed.placement, schedule=fed.schedule, schedule_digest=fed.schedule_digest,
-            scheduled_at=fed.scheduled_at, status=status, phase=phase, message=message, updated=timezone.now())
+            scheduled_at=fed.scheduled_at, status=status, phase=phase, message=message,
+            quiet_passes=fed.quiet_passes, next_resync=fed.next_resync, updated=now)
 
 
 def reconcile_object(pk: int, *, fleet: FleetSnapshot | None = None, force_schedule: bool = False) -> str | None:
@@ -311,6 +343,7 @@ def reconcile_object(pk: int, *, fleet: FleetSnapshot | None = None, force_sched
     if fed is None:
         return None
     fleet = fleet or fleet_snapshot()
+    before = _progress(fed)
     members = {m.cluster.name: m for m in fed.members.select_related("cluster")}
     placement_changed = False if fed.deleting else _schedule(fed, list(members.values()), fleet, force_schedule)
     run = _Pass(fed, fleet)
@@ -322,7 +355,7 @@ def reconcile_object(pk: int, *, fleet: FleetSnapshot | None = None, force_sched
         fed.delete()
         events.publish("federation", "object_deleted", {"id": pk, "key": fed.key})
         return None
-    _save(fed, kept)
+    _save(fed, kept, before)
     if placement_changed:
         _queue_followers(fed)
     events.publish(f"federation-object-{fed.pk}", "status", {"phase": fed.phase, "message": fed.message, "status": fed.status})
@@ -342,9 +375,11 @@ def _queue_followers(fed: FederatedObject) -> None:
 
 
 def needs_attention(now=None) -> list[int]:
-    """Objects a periodic pass should look at: not settled, or with a member retry due."""
+    """Objects a periodic pass should look at: not settled (unless backing off, see
+    ``resync_backoff``), or with a member retry due."""
     now = now or timezone.now()
-    unsettled = FederatedObject.objects.exclude(phase=FederatedObject.Phase.READY).values_list("pk", flat=True)
+    unsettled = (FederatedObject.objects.exclude(phase=FederatedObject.Phase.READY)
+                 .filter(Q(next_resync__isnull=True) | Q(next_resync__lte=now)).values_list("pk", flat=True))
     retries = MemberObject.objects.filter(state=MemberObject.State.ERROR, next_retry__lte=now).values_list("object_id", flat=True)
     return sorted(set(unsettled) | set(retries))
 

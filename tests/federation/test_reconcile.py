@@ -5,12 +5,14 @@ step, drains respect the budget, and a failing member is retried without holding
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from federation import services
 from federation.models import ClusterCordon, FederatedObject, MemberObject, OverridePolicy, PropagationPolicy
-from federation.reconcile import fleet_snapshot, needs_attention, reconcile_object
+from federation.reconcile import fleet_snapshot, needs_attention, reconcile_object, resync_backoff
 from federation.render import TEMPLATE_HASH_ANNOTATION
 from federation.weights import dynamic_weights
 from fleet.models import Cluster, Pod
@@ -290,3 +292,46 @@ def test_a_full_reschedule_finds_exactly_the_objects_whose_placement_changes(fle
     reconcile_object(spread.pk)
     spread.refresh_from_db()
     assert drained not in spread.placement and sum(spread.placement.values()) == 12
+
+
+def test_an_object_that_stays_stuck_is_looked_at_less_and_less_often_until_something_changes(fleet3):
+    PropagationPolicy.objects.create(name="nowhere", spec={"schedulingMode": "Divide",
+                                                           "clusterSelector": {"region": "mars"}})
+    fed, _ = services.submit(deployment("lost", replicas=3), propagation_policy="nowhere")
+    reconcile_object(fed.pk)
+    fed.refresh_from_db()
+    assert fed.phase == FederatedObject.Phase.UNSCHEDULABLE
+    assert (fed.quiet_passes, fed.next_resync) == (0, None), "the first pass changed its phase: no backoff yet"
+    assert fed.pk in needs_attention()
+
+    delays = []
+    for _ in range(6):
+        started = timezone.now()
+        reconcile_object(fed.pk)
+        fed.refresh_from_db()
+        delays.append(round((fed.next_resync - started).total_seconds()))
+        assert fed.pk not in needs_attention(now=started), "backing off"
+        assert fed.pk in needs_attention(now=fed.next_resync + timedelta(milliseconds=1))
+    assert delays == [3, 6, 12, 24, 48, 60], "3 s doubling, at most a minute once stuck"
+
+    PropagationPolicy.objects.filter(name="nowhere").update(spec={"schedulingMode": "Divide"})
+    reconcile_object(fed.pk)
+    fed.refresh_from_db()
+    assert fed.phase != FederatedObject.Phase.UNSCHEDULABLE and sum(fed.placement.values()) == 3
+    assert (fed.quiet_passes, fed.next_resync) == (0, None), "progress brings the normal pace back"
+    assert fed.pk in needs_attention() or fed.phase == FederatedObject.Phase.READY
+
+
+def test_a_moving_object_backs_off_at_most_30_seconds(fleet3, spread_policy):
+    fed, _ = services.submit(deployment("paced", replicas=3), propagation_policy="spread")
+    FederatedObject.objects.filter(pk=fed.pk).update(phase=FederatedObject.Phase.ROLLING, quiet_passes=20)
+    fed.refresh_from_db()
+    now = timezone.now()
+    resync_backoff(fed, progressed=False, now=now)
+    assert fed.next_resync == now + timedelta(seconds=30) and fed.quiet_passes == 21
+    fed.rollout_paused = True
+    resync_backoff(fed, progressed=False, now=now)
+    assert fed.next_resync == now + timedelta(seconds=60), "a paused rollout waits for a person: stuck"
+    fed.phase = FederatedObject.Phase.READY
+    resync_backoff(fed, progressed=False, now=now)
+    assert (fed.quiet_passes, fed.next_resync) == (0, None)
