@@ -98,17 +98,22 @@ def status_update(rows: Sequence[tuple[int, dict[str, str], dict[str, str]]], no
     ``version``, each map stored as ``JSONField`` stores it.
 
     PostgreSQL: one UPDATE joined to the rows passed as one JSON parameter, so the server
-    plans one short statement whatever the number of groups. SQLite (in-process, nothing to
-    save on round trips; ``UPDATE … FROM`` needs a newer SQLite than Django does): one
-    single-row UPDATE per group.
+    plans one short statement whatever the number of groups; the ``id = ANY(…)`` condition
+    makes it probe the primary key (the planner guesses 100 rows for any JSON array and
+    would otherwise hash-join a scan of every group: 3 ms a batch at 5,000 groups). SQLite
+    (in-process, nothing to save on round trips; ``UPDATE … FROM`` needs a newer SQLite than
+    Django does): one single-row UPDATE per group.
     """
     quote = connection.ops.quote_name
     table, version = quote(QuotaGroup._meta.db_table), quote("version")
     stamp = connection.ops.adapt_datetimefield_value(now)
     if connection.vendor == "postgresql":
-        sql = (f"UPDATE {table} SET {quote('used')} = r->1, {quote('self_used')} = r->2, {version} = {table}.{version} + 1, "
-               f"{quote('updated')} = %s FROM jsonb_array_elements(%s::jsonb) AS r WHERE {table}.{quote('id')} = (r->>0)::bigint")
-        return [(sql, [stamp, orjson.dumps([[pk, used, self_used] for pk, used, self_used in rows]).decode()])]
+        id_column = f"{table}.{quote('id')}"
+        sql = (f"WITH batch AS (SELECT value AS r FROM jsonb_array_elements(%s::jsonb)) "
+               f"UPDATE {table} SET {quote('used')} = r->1, {quote('self_used')} = r->2, {version} = {table}.{version} + 1, "
+               f"{quote('updated')} = %s FROM batch "
+               f"WHERE {id_column} = ANY(ARRAY(SELECT (r->>0)::bigint FROM batch)) AND {id_column} = (r->>0)::bigint")
+        return [(sql, [orjson.dumps([[pk, used, self_used] for pk, used, self_used in rows]).decode(), stamp])]
     sql = (f"UPDATE {table} SET {quote('used')} = %s, {quote('self_used')} = %s, {version} = {version} + 1, "
            f"{quote('updated')} = %s WHERE {quote('id')} = %s")
     return [(sql, [json.dumps(used), json.dumps(self_used), stamp, pk]) for pk, used, self_used in rows]
