@@ -1,4 +1,4 @@
-"""Federation's pure algorithms at fleet scale (the database-backed parts come with issue #7).
+"""Federation's pure algorithms at fleet scale (the water-level page: bench_federation_console.py).
 
 Prints figures and ratios (not pass/fail):
 
