@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -298,7 +298,7 @@ def _progress(fed: FederatedObject) -> str:
     return object_digest([fed.phase, fed.message, fed.status, fed.placement])
 
 
-def resync_backoff(fed: FederatedObject, progressed: bool, now) -> None:
+def resync_backoff(fed: FederatedObject, progressed: bool, now: datetime) -> None:
     """Pace the periodic passes over an unsettled object by whether they achieve anything.
 
     A pass that changed nothing is followed by one after 3 s, then 6, 12, … up to 30 s while
