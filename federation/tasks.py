@@ -27,8 +27,8 @@ def object_shard_key(pk: int, key: str = "", **_: object) -> str:
 
 def queue_reconcile(ids) -> None:
     """Send each object to its shard (called after the change's transaction committed)."""
-    for pk, namespace, name in FederatedObject.objects.filter(pk__in=list(ids)).values_list("pk", "namespace", "name"):
-        reconcile_object_task.delay(pk, f"{namespace}/{name}" if namespace else name)
+    for fed in FederatedObject.objects.filter(pk__in=list(ids)).only("pk", "namespace", "name"):
+        reconcile_object_task.delay(fed.pk, fed.key)
 
 
 @sharded_task(shard_key=object_shard_key, name="federation.reconcile_object", ignore_result=True)

@@ -40,8 +40,7 @@ def what_if(obj: Any, policy: str | Mapping[str, Any] | None) -> dict[str, Any]:
         raise FederationRefused(errors)
     template = clean_template(obj)
     spec = _policy_spec(policy, template["metadata"].get("namespace") or "")
-    meta = template["metadata"]
-    unit = scheduling_unit(template, spec, key=f"{meta.get('namespace')}/{meta['name']}" if meta.get("namespace") else meta["name"])
+    unit = scheduling_unit(template, spec)  # keyed namespace/name, as the object would be
     fleet = fleet_snapshot()
     result = schedule(unit, fleet.infos, spec.get("schedulingProfile") or "default")
     levels = []
