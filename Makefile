@@ -21,6 +21,7 @@ run: venv
 ## Run the whole test suite (PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set).
 test: venv
 	@bash scripts/ensure_chromium.sh
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 ## Benchmarks: print figures and ratios (not tests).

@@ -114,7 +114,8 @@ def bench_database(nodes: int, targets_count: int) -> dict:
     from core.context import acting_as
     from fleet.models import Cluster, Node
     from nodeconfig.models import ConfigTarget, ConfigType
-    from nodeconfig.reconcile import nodes_for_targets, reconcile, reconcile_targets
+    from nodeconfig.reconcile import nodes_for_targets, reconcile
+    from nodeconfig.rollout import reconcile_targets
     from nodeconfig.services import TargetSpec, save_target, save_config_type
 
     config_type = ConfigType.objects.get(name="AdminQoSConfiguration")
@@ -171,7 +172,8 @@ def bench_polls(seconds: float, connections: int) -> None:
 
     from fleet.models import Cluster, Node
     from fleet.tokens import issue_token
-    from nodeconfig.agent import effective_config, refresh_etags
+    from nodeconfig.agent import effective_config
+    from nodeconfig.etags import refresh_etags
 
     cluster = Cluster.objects.get(name="c1")
     _, token = issue_token(cluster, "agent")

@@ -67,7 +67,7 @@ def build_tree(groups: int) -> list[str]:
 
 def insert_workloads(cluster, names: list[str], count: int) -> None:
     from fleet.models import Workload
-    from fleet.sync import insert_rows
+    from core.sql import insert_rows
     from django.utils import timezone
 
     rng = random.Random(7)

@@ -17,11 +17,12 @@ from django.conf import settings  # noqa: E402
 from console.routing import websocket_urlpatterns  # noqa: E402
 from nodeconfig.fastpath import AgentPollFastPath  # noqa: E402
 from quotas.fastpath import AdmissionFastPath  # noqa: E402
+from scheduling.fastpath import SchedulingWebhookFastPath  # noqa: E402
 from core.authentication import WebsocketAuthMiddlewareStack  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": AdmissionFastPath(AgentPollFastPath(django_asgi_app, settings.REDIS_URL), settings.MERIDIAN_WEBHOOK_THREADS),
+        "http": AdmissionFastPath(SchedulingWebhookFastPath(AgentPollFastPath(django_asgi_app, settings.REDIS_URL)), settings.MERIDIAN_WEBHOOK_THREADS),
         "websocket": AllowedHostsOriginValidator(WebsocketAuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -9,6 +9,7 @@ URLs and refuses to start with any of the embedded mode's insecure defaults.
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -58,10 +59,31 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 # --- database -------------------------------------------------------------------------
 
+#: PostgreSQL connections per process come from a bounded pool (Django's psycopg pool): a
+#: burst of requests waits for a free connection instead of opening one per request thread
+#: and exhausting the server's ``max_connections``. Every process (each uvicorn worker, each
+#: Celery pool process) has its own pool: size the sum of ``MERIDIAN_DB_POOL_MAX`` over the
+#: processes below the server's limit. A request that cannot get a connection within
+#: ``MERIDIAN_DB_POOL_TIMEOUT`` seconds answers 503. ``DATABASE_POOL=0`` turns the pool off
+#: (then ``DATABASE_CONN_MAX_AGE`` applies, default 0: one connection per request).
+MERIDIAN_DB_POOL_MIN = env.int("MERIDIAN_DB_POOL_MIN", default=2)
+MERIDIAN_DB_POOL_MAX = env.int("MERIDIAN_DB_POOL_MAX", default=12)
+MERIDIAN_DB_POOL_TIMEOUT = env.float("MERIDIAN_DB_POOL_TIMEOUT", default=10.0)
+
 if env.str("DATABASE_URL", default=""):
     DATABASES = {"default": env.db("DATABASE_URL")}
-    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=60))
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    if DATABASES["default"]["ENGINE"].endswith("postgresql") and env.bool("DATABASE_POOL", default=True):
+        DATABASES["default"]["ENGINE"] = "core.postgresql"  # the pool behind a circuit breaker (fails fast while down)
+        DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps connections; Django returns them after each request
+        # Health checks: a pooled connection is checked when handed out, so the first requests
+        # after a database restart get a fresh connection instead of a dead one.
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": MERIDIAN_DB_POOL_MIN, "max_size": MERIDIAN_DB_POOL_MAX, "timeout": MERIDIAN_DB_POOL_TIMEOUT,
+            "max_idle": 300}
+    else:
+        DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=0))
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
@@ -105,19 +127,38 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_TASK_IGNORE_RESULT = True  # the Job row is the result (core.jobs)
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = ("config.celery.route_task",)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # a worker outlives any Redis outage and reconnects
+#: A message unacknowledged this long (its worker died) is delivered again. The reaper
+#: (``core.jobs.reap``) resends a dead worker's job within a minute anyway; this is the
+#: broker's own backstop, sized above the longest task (a full resync at fleet scale).
+MERIDIAN_TASK_VISIBILITY_SECONDS = env.int("MERIDIAN_TASK_VISIBILITY_SECONDS", default=600)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": MERIDIAN_TASK_VISIBILITY_SECONDS,
+    "socket_timeout": 10, "socket_connect_timeout": 5, "retry_on_timeout": True,
+    "health_check_interval": 10,
+}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_TIMEZONE = "UTC"
-CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+#: In memory (no schedule file), and a send that fails during an outage is tried again (core.beat).
+CELERY_BEAT_SCHEDULER = "core.beat:Scheduler"
 
+#: The websocket fan-out. Blocking pops wait up to 5 s; the socket timeout must be longer,
+#: or an idle subscriber's read times out and its consumer dies (a quiet page would drop
+#: every few seconds: redis-py 5+ defaults to 5 s). Health checks notice a Redis that went away.
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30, "prefix": "meridian-ws"},
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5,
+                       "health_check_interval": 15, "retry_on_timeout": True}],
+            "capacity": 1000, "expiry": 30, "prefix": "meridian-ws",
+        },
     }
 }
 
@@ -131,6 +172,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "axes",
     "rest_framework",
     "django_filters",
     "drf_spectacular",
@@ -146,6 +188,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "servestatic.middleware.ServeStaticMiddleware",
     "core.middleware.RequestIDMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -156,7 +199,21 @@ MIDDLEWARE = [
     "core.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",
 ]
+
+#: Login protection shared by every process (django-axes, its store in the database): a
+#: username tried from one address is locked for ``AXES_COOLOFF_TIME`` after
+#: ``MERIDIAN_LOGIN_FAILURES`` failures — browser login, admin and the API token endpoint
+#: alike. Locking the pair (not the address alone) keeps other users behind one NAT working.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env.int("MERIDIAN_LOGIN_FAILURES", default=10)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("MERIDIAN_LOGIN_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "core.views.login_locked_out"
+AXES_IPWARE_PROXY_COUNT = env.int("MERIDIAN_PROXY_COUNT", default=0)
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"
@@ -199,8 +256,9 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATIC_ROOT = VAR_DIR / "static"
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+#: Where ``collectstatic`` writes (production serves from here; the embedded mode serves from
+#: the app directories directly). Nothing is created at import time.
+STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(VAR_DIR / "static")))
 STATICFILES_DIRS = [
     BASE_DIR / "static",
     # plotly.js ships inside the pinned plotly wheel: served from here, never from a CDN.
@@ -225,7 +283,6 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_VERSIONING_CLASS": None,
-    "DEFAULT_THROTTLE_RATES": {"login": "30/min"},
     "EXCEPTION_HANDLER": "core.api.exceptions.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
@@ -238,6 +295,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "core.schema.add_error_responses"],
+    # Two models have an "action" field with different choices: name each enum after its model.
+    "ENUM_NAME_OVERRIDES": {"ObjectChangeActionEnum": "core.models.ObjectChange.Action",
+                            "RevisionActionEnum": "core.models.Revision.Action"},
 }
 
 # --- Meridian ---------------------------------------------------------------------------
@@ -253,10 +314,41 @@ MERIDIAN_FEDERATION_RESCHEDULE_SECONDS = env.int("MERIDIAN_FEDERATION_RESCHEDULE
 #: Threads (each with its own database connection) deciding quota admission reviews: one batch
 #: runs at a time, the others only start next to a batch stuck on a lock (quotas/fastpath.py).
 MERIDIAN_WEBHOOK_THREADS = env.int("MERIDIAN_WEBHOOK_THREADS", default=4)
-MERIDIAN_JOB_TIMEOUT_SECONDS = env.int("MERIDIAN_JOB_TIMEOUT_SECONDS", default=3600)
+#: Seconds between full CPU co-location reconciles (annotations ↔ allocations, every cluster
+#: with CPU topologies); a sync that changed nodes or workloads reconciles its cluster at once.
+MERIDIAN_CPU_RECONCILE_SECONDS = env.int("MERIDIAN_CPU_RECONCILE_SECONDS", default=60)
+#: Hours a finished run of the system's own periodic work keeps its Job row (user-requested
+#: jobs and failures are kept as long as the audit log).
+MERIDIAN_SYSTEM_JOB_RETENTION_HOURS = env.int("MERIDIAN_SYSTEM_JOB_RETENTION_HOURS", default=1)
 MERIDIAN_WORKER_HEARTBEAT_SECONDS = 10
 
 # --- security ---------------------------------------------------------------------------
+
+#: Content-Security-Policy on every page: scripts only from Meridian itself (no inline code,
+#: no CDN), websockets to this host; styles allow inline attributes (progress bars, Plotly).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:", "blob:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'", "ws:", "wss:"],
+        "worker-src": ["'self'", "blob:"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+#: Kubeconfigs and other secrets are encrypted at rest (``core.fields.EncryptedTextField``)
+#: with keys derived from these (the first encrypts, all decrypt: rotate by prepending a new
+#: key). Default: derived from SECRET_KEY.
+MERIDIAN_ENCRYPTION_KEYS = env.list("MERIDIAN_ENCRYPTION_KEYS", default=[])
+#: Meridian's URL as member clusters' API servers reach it (webhook configurations point here).
+MERIDIAN_PUBLIC_URL = env.str("MERIDIAN_PUBLIC_URL", default="")
+#: The namespace Meridian runs in on member clusters (its webhooks never gate it).
+MERIDIAN_NAMESPACE = env.str("MERIDIAN_NAMESPACE", default="meridian")
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # live.js reads it to send CSRF headers on fetch()
@@ -267,6 +359,8 @@ if PRODUCTION:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+    #: Load balancers probe over plain HTTP: the health endpoints are never redirected.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
     SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
@@ -279,16 +373,17 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
 
 CELERY_BEAT_SCHEDULE = {
-    "system-status": {"task": "core.tasks.publish_system_status", "schedule": 5.0, "options": {"expires": 5}},
-    "reap-jobs": {"task": "core.tasks.reap_jobs", "schedule": 300.0},
-    "expire-audit-log": {"task": "core.tasks.expire_audit_log", "schedule": 86400.0},
+    "system-status": {"task": "core.publish_system_status", "schedule": 5.0, "options": {"expires": 5}},
+    "publish-live": {"task": "core.publish_live", "schedule": 1.0, "options": {"expires": 2}},
+    "reap-jobs": {"task": "core.reap_jobs", "schedule": 15.0, "options": {"expires": 15}},
+    "expire-jobs": {"task": "core.expire_jobs", "schedule": 3600.0},
+    "expire-audit-log": {"task": "core.expire_audit_log", "schedule": 86400.0},
     "fleet-resync": {"task": "fleet.resync_fleet", "schedule": float(env.int("MERIDIAN_FLEET_SYNC_SECONDS", default=15)),
                      "options": {"expires": 10}},
-    "fleet-full-resync": {"task": "fleet.full_resync", "schedule": 300.0},
     "nodeconfig-rollouts": {"task": "nodeconfig.rollouts", "schedule": 2.0, "options": {"expires": 2}},
     "nodeconfig-simulated-agents": {"task": "nodeconfig.simulate_agents", "schedule": 3.0, "options": {"expires": 3}},
     "nodeconfig-expire-targets": {"task": "nodeconfig.expire_targets", "schedule": 30.0},
@@ -299,4 +394,6 @@ CELERY_BEAT_SCHEDULE = {
     "federation-water-levels": {"task": "federation.sample_water_levels", "schedule": 60.0, "options": {"expires": 60}},
     "federation-reschedule": {"task": "federation.reschedule_all", "schedule": float(MERIDIAN_FEDERATION_RESCHEDULE_SECONDS),
                               "options": {"expires": MERIDIAN_FEDERATION_RESCHEDULE_SECONDS}},
+    "scheduling-cpu-reconcile": {"task": "scheduling.cpu_reconcile_all", "schedule": float(MERIDIAN_CPU_RECONCILE_SECONDS),
+                                 "options": {"expires": MERIDIAN_CPU_RECONCILE_SECONDS}},
 }

@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from core import health
 from nodeconfig import agent_views
 from quotas import webhook as quota_webhook
+from scheduling import webhook as scheduling_webhook
 
 api_v1 = [
     path("", include("core.api.urls")),
@@ -22,7 +23,9 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("api/agent/v1/clusters/<str:cluster>/nodes/<str:node>/config", agent_views.node_config, name="agent-node-config"),
     path("api/agent/v1/clusters/<str:cluster>/nodes/<str:node>/status", agent_views.node_status, name="agent-node-status"),
+    path("api/agent/v1/", include("scheduling.agent_urls")),
     path("api/admission/v1/quotas/validate", quota_webhook.validate, name="quotas-admission"),
+    path("api/admission/v1/scheduling/mutate", scheduling_webhook.mutate, name="scheduling-admission"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
     path("admin/", admin.site.urls),
@@ -39,3 +42,8 @@ urlpatterns = [
 ]
 
 admin.site.site_header = "Meridian"
+
+handler400 = "core.views.bad_request"
+handler403 = "core.views.permission_denied"
+handler404 = "core.views.not_found"
+handler500 = "core.views.server_error"

@@ -5,41 +5,51 @@ from __future__ import annotations
 import csv
 import json
 
-from django.contrib.auth.mixins import PermissionRequiredMixin
 from django.http import HttpResponse, StreamingHttpResponse
 from django.views.generic import DetailView, ListView, TemplateView
 
+from core.diff import shallow
 from core.filtersets import JobFilterSet, ObjectChangeFilterSet
 from core.models import Job, ObjectChange
+from core.permissions import may
+from core.views import PermissionMixin
 from core.worker_signals import live_workers
+from fleet.models import Cluster
 from fleet.queries import fleet_summary
 from nodeconfig.views import emergency_panel_context
 
 
 class OverviewView(TemplateView):
+    """The fleet at a glance. Every part is shown only to those who may read what it shows:
+    a signed-in user without a role sees that they have none, not the audit log or the jobs."""
+
     template_name = "console/overview.html"
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
+        user = self.request.user
+        can = {"fleet": may(user, "view", Cluster), "jobs": may(user, "view", Job),
+               "changes": may(user, "view", ObjectChange)}
         try:
             workers = live_workers()
         except Exception:  # Redis down: the page still renders and says so
             workers = None
-        context.update(
-            fleet=fleet_summary(),
-            workers=workers,
-            jobs_running=Job.objects.filter(status=Job.Status.RUNNING).count(),
-            jobs_failed=Job.objects.filter(status=Job.Status.FAILED).count(),
-            recent_jobs=Job.objects.all()[:8],
-            recent_changes=ObjectChange.objects.select_related("object_type")[:10],
-            topics=["system", "fleet"],
-        )
+        topics = ["system"] + (["fleet"] if can["fleet"] else [])
+        context.update(can=can, workers=workers, topics=topics, has_role=any(can.values()))
+        if can["fleet"]:
+            context["fleet"] = fleet_summary()
+        if can["jobs"]:
+            context.update(jobs_running=Job.objects.filter(status=Job.Status.RUNNING).count(),
+                           jobs_failed=Job.objects.filter(status=Job.Status.FAILED).count(),
+                           recent_jobs=Job.objects.exclude(triggered_by="system:beat")[:8])
+        if can["changes"]:
+            context["recent_changes"] = ObjectChange.objects.select_related("object_type")[:10]
         context.update(emergency_panel_context(self.request))
         return context
 
 
-class AuditLogView(PermissionRequiredMixin, ListView):
-    permission_required = "core.view_objectchange"
+class AuditLogView(PermissionMixin, ListView):
+    model = ObjectChange
     template_name = "console/audit_list.html"
     paginate_by = 50
 
@@ -57,8 +67,7 @@ class AuditLogView(PermissionRequiredMixin, ListView):
         return context
 
 
-class AuditEntryView(PermissionRequiredMixin, DetailView):
-    permission_required = "core.view_objectchange"
+class AuditEntryView(PermissionMixin, DetailView):
     model = ObjectChange
     template_name = "console/audit_detail.html"
     context_object_name = "change"
@@ -66,12 +75,8 @@ class AuditEntryView(PermissionRequiredMixin, DetailView):
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         change = self.object
-        before, after = change.before or {}, change.after or {}
-        keys = sorted(set(before) | set(after))
-        context["diff"] = [
-            {"field": k, "before": _show(before.get(k)), "after": _show(after.get(k)), "changed": before.get(k) != after.get(k)}
-            for k in keys
-        ]
+        context["diff"] = [{"field": row["field"], "before": _show(row["old"]), "after": _show(row["new"]),
+                            "changed": row["changed"]} for row in shallow(change.before, change.after)]
         return context
 
 
@@ -84,10 +89,10 @@ class _Echo:
         return value
 
 
-class AuditExportView(PermissionRequiredMixin, ListView):
+class AuditExportView(PermissionMixin, ListView):
     """The filtered audit log as CSV, streamed so a large export does not sit in memory."""
 
-    permission_required = "core.view_objectchange"
+    model = ObjectChange
 
     def get(self, request, *args, **kwargs) -> HttpResponse:
         filterset = ObjectChangeFilterSet(request.GET, queryset=ObjectChange.objects.select_related("object_type"))
@@ -110,8 +115,8 @@ class AuditExportView(PermissionRequiredMixin, ListView):
         return response
 
 
-class JobListView(PermissionRequiredMixin, ListView):
-    permission_required = "core.view_job"
+class JobListView(PermissionMixin, ListView):
+    model = Job
     template_name = "console/job_list.html"
     paginate_by = 50
 

@@ -10,8 +10,15 @@ class CoreConfig(AppConfig):
 
     def ready(self) -> None:
         from . import events, roles, schema  # noqa: F401  (schema registers OpenAPI extensions)
+        from .models import Job, ObjectChange
 
         post_migrate.connect(roles.sync_role_permissions_handler, dispatch_uid="meridian-roles")
-        events.register_topic_kind("system", permission=None)
-        events.register_topic_kind("job", permission="core.view_job")
-        events.register_topic_kind("audit", permission="core.view_objectchange")
+        events.register_topic_kind("system")
+        events.register_topic_kind("job", model=Job, lookup=_job)
+        events.register_topic_kind("audit", model=ObjectChange)
+
+
+def _job(object_id: str):
+    from .models import Job
+
+    return Job.objects.filter(pk=int(object_id)).first() if object_id.isdigit() else None

@@ -27,7 +27,7 @@ class EmbeddedRedis:
 
     def ping(self) -> bool:
         try:
-            return bool(redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=1).ping())
+            return bool(redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=1, retry=None).ping())
         except (redis.ConnectionError, redis.TimeoutError, OSError):
             return False
 

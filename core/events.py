@@ -27,31 +27,45 @@ TOPIC_PATTERN = re.compile(r"^[a-z][a-z0-9]*(?:-[A-Za-z0-9_.]+)*$")
 MAX_TOPIC_LENGTH = 90
 SEQUENCE_KEY = "meridian:events:seq:{topic}"
 
-Authorizer = Callable[[Any, str | None], bool]
+#: A topic's object id → the object whose ``view`` permission the subscription needs (None: gone).
+Lookup = Callable[[str], Any]
 
 
 @dataclass(frozen=True)
 class TopicKind:
+    """Who may subscribe: ``view`` on ``model`` (per object when the topic names one and
+    ``lookup`` finds it), through ``core.permissions`` like every page and API call; a kind
+    with no model is open to every signed-in user."""
+
     name: str
-    permission: str | None
-    check: Authorizer | None = None
+    model: Any = None
+    lookup: Lookup | None = None
 
     def allows(self, user: Any, object_id: str | None) -> bool:
+        from .permissions import may, may_any_or_role
+
         if not (user and user.is_authenticated and user.is_active):
             return False
-        if self.permission and not user.has_perm(self.permission):
-            return False
-        return self.check(user, object_id) if self.check else True
+        if self.model is None:
+            return True
+        if object_id is not None and self.lookup is not None:
+            obj = self.lookup(object_id)
+            return obj is not None and may(user, "view", obj)
+        return may_any_or_role(user, "view", self.model)
 
 
 _kinds: dict[str, TopicKind] = {}
 
 
-def register_topic_kind(name: str, *, permission: str | None, check: Authorizer | None = None) -> None:
-    """Declare a topic kind; ``check(user, id)`` may refine the permission per object."""
+def register_topic_kind(name: str, *, model: Any = None, lookup: Lookup | None = None) -> None:
+    """Declare a topic kind and the model whose ``view`` permission its subscribers need."""
     if not TOPIC_PATTERN.match(name):
         raise ValueError(f"bad topic kind {name!r}")
-    _kinds[name] = TopicKind(name, permission, check)
+    _kinds[name] = TopicKind(name, model, lookup)
+
+
+def kinds() -> list[TopicKind]:
+    return list(_kinds.values())
 
 
 def resolve(topic: str) -> tuple[TopicKind, str | None] | None:

@@ -8,6 +8,8 @@ import yaml
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from .errors import NON_FIELD, Refused
+
 
 class BlockFieldsForm(forms.Form):
     """Each field renders in its own block (label, help, errors, widget), as the page layouts expect."""
@@ -27,3 +29,42 @@ def yaml_error(exc: yaml.YAMLError, unmarked: Any = None) -> str:
         return str((unmarked or _("Invalid YAML: %(error)s")) % {"error": problem})
     return str(_("Invalid YAML at line %(line)s, column %(column)s: %(error)s")
                % {"line": mark.line + 1, "column": mark.column + 1, "error": problem})
+
+
+def add_refusal(form: forms.Form, exc: Refused) -> None:
+    """Put a service's refusal on the form, so nothing typed is lost and nothing is a 500.
+
+    Each message goes on the editable field its path names — by the path's first segment
+    (``hard.limits.cpu`` lands on ``hard``), or through the form's ``refusal_fields`` routes
+    (``{"spec": "policy"}``; ``"policy.*"`` routes only paths below ``policy``) — with the
+    path in front when it says more than the field; the rest go above the form.
+    """
+    routes: dict[str, str] = getattr(form, "refusal_fields", {})
+    placed = False
+    for path, messages in exc.errors.items():
+        field = _form_field(form, path, routes)
+        for message in messages:
+            plain = path in (field, NON_FIELD) or path in message
+            form.add_error(field, message if plain else f"{path}: {message}")
+            placed = True
+    if not placed:
+        form.add_error(None, exc.detail)
+
+
+def _form_field(form: forms.Form, path: str, routes: dict[str, str]) -> str | None:
+    """The editable form field a refusal's field path is about, or None (a non-field error)."""
+    head = path.split(".", 1)[0].split("[", 1)[0]
+    name = routes.get(f"{head}.*", routes.get(head, head)) if path != head else routes.get(head, head)
+    field = form.fields.get(name)
+    return name if field is not None and not field.disabled else None
+
+
+class VersionField(forms.CharField):
+    """The ETag of the object a form edits, carried through the page so a save made after
+    someone else's change is refused instead of silently overwriting it."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("widget", forms.HiddenInput)
+        kwargs.setdefault("max_length", 64)
+        super().__init__(**kwargs)

@@ -26,9 +26,16 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @never_cache
 @require_GET
 def readyz(request: HttpRequest) -> JsonResponse:
-    """Ready when the database and Redis answer and at least one worker sent a heartbeat."""
+    """Ready when the database and Redis answer and at least one worker sent a heartbeat.
+
+    Anyone (a load balancer) learns whether each check passed; only signed-in staff see the
+    details (worker names, the database vendor, error texts), which help an attacker too.
+    """
     checks = {"database": _check(_database), "redis": _check(_redis), "workers": _check(_workers)}
     ready = all(check["ok"] for check in checks.values())
+    user = getattr(request, "user", None)
+    if not (user is not None and user.is_authenticated and user.is_staff):
+        checks = {name: {"ok": check["ok"]} for name, check in checks.items()}
     return JsonResponse({"status": "ready" if ready else "not ready", "checks": checks}, status=200 if ready else 503)
 
 

@@ -1,9 +1,26 @@
-"""Job rows: create them where work is requested, drive them from the task that does it."""
+"""Job rows: the truth about background work, and the outbox that makes sure it happens.
+
+Every background task leaves a Job (``core.taskbase.MeridianTask`` records one when it runs).
+Work that a change asks for is ``enqueue``d: the Job is written in the change's own
+transaction and its message sent after commit, so the two commit together. The broker is
+only the transport: should the send fail (Redis down), the message vanish (a Redis restart
+keeps nothing), or the worker die mid-task (kill -9), the job is still ``pending`` or
+``running`` in the database and ``reap`` sends it again. Tasks are idempotent and a job
+runs at most once at a time: a second delivery of a job that is running on a live worker,
+or already finished, is dropped.
+
+Lifecycle: pending → running → succeeded | failed | canceled; a transient fault (Redis,
+the database, a member cluster) puts a running job back to pending while Celery retries it.
+Every status change is an event on topic ``job-<id>``.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
+import os
+import uuid
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from typing import Any
@@ -15,88 +32,305 @@ from django.utils import timezone
 from . import events
 from .audit import record_change
 from .context import current_actor
+from .errors import Conflict
 from .models import Job
 
 logger = logging.getLogger(__name__)
 
+#: A worker that died this many times under one job makes the job fail instead of trying again.
+MAX_LOST_ATTEMPTS = 5
+#: A pending job whose message was sent this long ago and never started is sent again
+#: (its message was lost without a broker restart, e.g. a purged queue).
+REDISPATCH_AFTER = timedelta(minutes=15)
+#: A pending job whose send failed is sent again by the reaper after this long.
+SEND_RETRY_AFTER = timedelta(seconds=5)
+
+_current: contextvars.ContextVar[Job | None] = contextvars.ContextVar("meridian_job", default=None)
+
 
 class JobCanceled(Exception):
-    """Raised inside a job's work when someone canceled it meanwhile."""
+    """Raised inside a job's work when someone canceled it meanwhile (see ``checkpoint``)."""
 
 
-def create_job(kind: str, *, params: Mapping[str, Any] | None = None, obj: models.Model | None = None) -> Job:
-    """A pending job attributed to the current actor."""
+# ---------------------------------------------------------------------------- requesting work
+
+def enqueue(task_name: str, *args: Any, obj: models.Model | None = None, params: Mapping[str, Any] | None = None,
+            countdown: float | None = None, **kwargs: Any) -> Job:
+    """Ask for ``task_name(*args, **kwargs)``: a pending Job now, its message after commit.
+
+    Call it inside the transaction of the change that needs the work; if that transaction
+    rolls back, neither the job nor the message exists.
+    """
     actor = current_actor()
     job = Job.objects.create(
-        kind=kind,
-        params=dict(params or {}),
-        triggered_by=actor.name,
-        user=actor.user if getattr(actor.user, "pk", None) else None,
+        kind=task_name, task_name=task_name, task_args=list(args), task_kwargs=dict(kwargs), params=dict(params or {}),
+        task_id=str(uuid.uuid4()), triggered_by=actor.name[:150], user=actor.user if getattr(actor.user, "pk", None) else None,
         object_type=ContentType.objects.get_for_model(obj) if obj is not None else None,
         object_id=str(obj.pk) if obj is not None else "",
     )
+    _announce(job)
+    transaction.on_commit(lambda: dispatch(job.pk, countdown=countdown), robust=True)
+    return job
+
+
+def dispatch(job_id: int, *, countdown: float | None = None) -> bool:
+    """Send the job's task message; False (and the job stays pending) when the broker is down."""
+    job = Job.objects.filter(pk=job_id, status=Job.Status.PENDING).exclude(task_name="").first()
+    if job is None:
+        return False
+    from celery import current_app
+
+    try:
+        if job.task_name not in current_app.tasks:
+            # A web process never imports the apps' tasks modules (only workers do): load them
+            # once, so the task's own class and shard router send it, not the reaper 5-20 s later.
+            current_app.loader.import_default_modules()
+        epoch = broker_epoch()
+        current_app.tasks[job.task_name].apply_async(
+            tuple(job.task_args), {**job.task_kwargs, "job_id": job.pk}, task_id=job.task_id, countdown=countdown,
+            retry=False)
+    except Exception as exc:  # the outbox keeps it: reap() sends it again
+        logger.warning("could not send job %s (%s): %s", job.pk, job.task_name, exc)
+        return False
+    Job.objects.filter(pk=job.pk, status=Job.Status.PENDING).update(dispatched=timezone.now(), broker_epoch=epoch)
+    return True
+
+
+def broker_epoch() -> str:
+    """The Redis server's run id (it changes on every restart, which loses every queued message)."""
+    from .redis import get_redis
+
+    return str(get_redis().info("server").get("run_id", ""))
+
+
+# ---------------------------------------------------------------------------- running work
+
+def worker_id(hostname: str | None) -> str:
+    return f"{hostname or 'local'}:{os.getpid()}"
+
+
+def start(job_id: int | None, *, task_name: str, task_id: str, args: Any, kwargs: Mapping[str, Any],
+          hostname: str | None, triggered_by: str | None = None) -> Job | None:
+    """The job this delivery runs, marked running; None when it must not run (finished,
+    canceled, or running on a live worker already: a duplicate delivery)."""
+    me = worker_id(hostname)
+    now = timezone.now()
+    if job_id is None:
+        actor = current_actor()
+        job = Job.objects.create(
+            kind=task_name, task_name=task_name, task_args=_json_list(args), task_kwargs=_json_dict(kwargs),
+            task_id=task_id or "", status=Job.Status.RUNNING, worker=me, attempts=1, started=now, dispatched=now,
+            triggered_by=(triggered_by or actor.name)[:150], user=actor.user if getattr(actor.user, "pk", None) else None)
+        _announce(job)
+        return job
+    with transaction.atomic():
+        job = Job.objects.select_for_update(no_key=True).filter(pk=job_id).first()
+        if job is None or job.status in Job.FINISHED:
+            return None
+        other_task = bool(job.task_name and task_name and job.task_name != task_name)
+        other_message = bool(task_id and job.task_id and task_id != job.task_id)
+        if other_task or other_message:  # a stale message naming a job id reused by another database
+            logger.warning("a delivery of %s (%s) names job %s of %s (%s): dropped", task_name, task_id, job.pk,
+                           job.task_name, job.task_id)
+            return None
+        if job.status == Job.Status.RUNNING and job.worker and job.worker != me and worker_alive(job.worker):
+            logger.info("job %s already runs on %s; dropping this delivery", job.pk, job.worker)
+            return None
+        job.status, job.worker, job.attempts = Job.Status.RUNNING, me, job.attempts + 1
+        job.task_id = task_id or job.task_id
+        job.started = job.started or now
+        job.save(update_fields=["status", "worker", "attempts", "task_id", "started"])
     _announce(job)
     return job
 
 
 @contextlib.contextmanager
-def running(job_id: int) -> Iterator[Job]:
-    """Mark the job running for the block; succeeded on exit, failed with the error on exception.
-
-    Safe to enter twice for one job (tasks are retried): a finished job is not reopened.
-    """
-    with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=job_id)
-        if job.status in Job.FINISHED:
-            raise JobCanceled(f"job {job_id} already {job.status}")
-        job.status, job.started = Job.Status.RUNNING, job.started or timezone.now()
-        job.save(update_fields=["status", "started"])
-    _announce(job)
+def bound(job: Job) -> Iterator[Job]:
+    """Make ``job`` the current one for the block (``checkpoint``, ``current_job``)."""
+    token = _current.set(job)
     try:
         yield job
-    except JobCanceled:
-        raise
-    except Exception as exc:
-        _finish(job, Job.Status.FAILED, error=f"{type(exc).__name__}: {exc}")
-        raise
-    else:
-        _finish(job, Job.Status.SUCCEEDED)
+    finally:
+        _current.reset(token)
 
 
-def _finish(job: Job, status: str, *, error: str = "") -> None:
+def current_job() -> Job | None:
+    return _current.get()
+
+
+def checkpoint() -> None:
+    """Raise JobCanceled if the current job was canceled meanwhile (call between steps)."""
+    job = _current.get()
+    if job is not None and Job.objects.filter(pk=job.pk, status=Job.Status.CANCELED).exists():
+        raise JobCanceled(f"job {job.pk} was canceled")
+
+
+def succeed(job: Job, result: Any = None) -> None:
+    if isinstance(result, Mapping):
+        job.result = _json_dict(result)
+    _finish(job, Job.Status.SUCCEEDED)
+
+
+def fail(job: Job, exc: BaseException) -> None:
+    _finish(job, Job.Status.FAILED, error=f"{type(exc).__name__}: {exc}"[:4000])
+
+
+def retrying(job: Job, exc: BaseException | None, *, countdown: float | None = None) -> None:
+    """A transient fault: the job waits for its retry (back to pending, the error noted)."""
+    note = f"retrying{f' in {countdown:.0f} s' if countdown else ''}: {type(exc).__name__}: {exc}" if exc else "retrying"
     updated = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING).update(
-        status=status, finished=timezone.now(), error=error, result=job.result, log=job.log
-    )
+        status=Job.Status.PENDING, worker="", error=note[:4000], dispatched=timezone.now())
     if updated:
         job.refresh_from_db()
         _announce(job)
 
 
-def cancel_job(job: Job) -> bool:
-    """Cancel a job that has not finished; returns False when it already had."""
+def _finish(job: Job, status: str, *, error: str = "") -> None:
+    updated = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING).update(
+        status=status, finished=timezone.now(), error=error, result=job.result, log=job.log, worker="")
+    if updated:
+        job.refresh_from_db()
+        _announce(job)
+
+
+@contextlib.contextmanager
+def running(job_id: int) -> Iterator[Job]:
+    """Run a block as job ``job_id`` outside Celery: running, then succeeded or failed."""
+    job = start(job_id, task_name="", task_id="", args=(), kwargs={}, hostname=None)
+    if job is None:
+        raise JobCanceled(f"job {job_id} is not runnable")
+    with bound(job):
+        try:
+            yield job
+        except JobCanceled:
+            raise
+        except Exception as exc:
+            fail(job, exc)
+            raise
+        else:
+            succeed(job, job.result)
+
+
+# ---------------------------------------------------------------------------- operators
+
+def cancel_job(job: Job) -> Job:
+    """Cancel a job that has not finished and revoke its message; Conflict when it had."""
     with transaction.atomic():
-        locked = Job.objects.select_for_update().get(pk=job.pk)
+        locked = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
         if locked.status in Job.FINISHED:
-            return False
+            raise Conflict("finished", f"Job {locked.pk} already {locked.status}.")
         before = {"status": locked.status}
         locked.status, locked.finished = Job.Status.CANCELED, timezone.now()
         locked.save(update_fields=["status", "finished"])
         record_change(locked, "action", verb="cancel", before=before, after={"status": locked.status})
         _announce(locked)
-    if locked.task_id:
-        from config.celery import app
+        task_id = locked.task_id
+    if task_id:
+        transaction.on_commit(lambda: _revoke(task_id), robust=True)
+    return locked
 
-        app.control.revoke(locked.task_id)
-    job.refresh_from_db()
+
+def _revoke(task_id: str) -> None:
+    from celery import current_app
+
+    try:
+        current_app.control.revoke(task_id)
+    except Exception as exc:  # the job row says canceled: a late delivery is dropped by start()
+        logger.warning("could not broadcast the revoke of %s: %s", task_id, exc)
+
+
+# ---------------------------------------------------------------------------- the reaper
+
+def worker_alive(worker: str, live: set[str] | None = None) -> bool:
+    """Is the worker process ``<node>:<pid>`` still there? Its node's heartbeat says, and on
+    this machine's own node the process table does."""
+    from .worker_signals import live_workers
+
+    node, _, pid = worker.rpartition(":")
+    if live is None:
+        live = set(live_workers())
+    if node not in live:
+        return False
+    if node == os.environ.get("MERIDIAN_WORKER_NODE") and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
     return True
 
 
-def reap_stale_jobs(max_age: timedelta) -> int:
-    """Fail jobs stuck in running/pending longer than ``max_age`` (their worker died)."""
-    cutoff = timezone.now() - max_age
-    stale = Job.objects.filter(status__in=[Job.Status.RUNNING, Job.Status.PENDING], created__lt=cutoff)
-    return stale.update(status=Job.Status.FAILED, finished=timezone.now(), error="reaped: no worker finished it in time")
+def reap(*, now: Any = None) -> dict[str, int]:
+    """Send again what was lost: jobs of dead workers, failed sends, messages a Redis restart dropped.
 
+    Never by age alone: a running job on a live worker is left alone however long it runs.
+    """
+    from .worker_signals import live_workers
+
+    now = now or timezone.now()
+    live = set(live_workers())
+    epoch = broker_epoch()
+    report = {"requeued": 0, "failed": 0, "resent": 0}
+    for job in Job.objects.filter(status=Job.Status.RUNNING).exclude(worker=""):
+        if worker_alive(job.worker, live):
+            continue
+        report["failed" if _lost(job) else "requeued"] += 1
+    stale = models.Q(dispatched__isnull=True, created__lt=now - SEND_RETRY_AFTER) | models.Q(
+        dispatched__lt=now - REDISPATCH_AFTER) | (models.Q(dispatched__isnull=False) & ~models.Q(broker_epoch=epoch))
+    for job_id in Job.objects.filter(status=Job.Status.PENDING).exclude(task_name="").filter(stale).values_list("pk", flat=True):
+        report["resent"] += int(dispatch(job_id))
+    return report
+
+
+def _lost(job: Job) -> bool:
+    """The job's worker is gone: requeue it, or fail it after too many lost workers."""
+    if job.attempts >= MAX_LOST_ATTEMPTS or not job.task_name:
+        updated = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING, worker=job.worker).update(
+            status=Job.Status.FAILED, finished=timezone.now(), worker="",
+            error=f"worker {job.worker} was lost ({job.attempts} attempts); giving up")
+        if updated:
+            job.refresh_from_db()
+            _announce(job)
+        return True
+    updated = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING, worker=job.worker).update(
+        status=Job.Status.PENDING, worker="", error=f"worker {job.worker} was lost; sent again", dispatched=None)
+    if updated:
+        job.refresh_from_db()
+        _announce(job)
+        dispatch(job.pk)
+    return False
+
+
+def expire(*, keep_system: timedelta, keep: timedelta) -> int:
+    """Delete finished jobs: the system's own periodic runs after ``keep_system``, the rest after ``keep``."""
+    now = timezone.now()
+    finished = Job.objects.filter(status__in=Job.FINISHED)
+    system = finished.filter(triggered_by__startswith="system", user__isnull=True, object_id="", finished__lt=now - keep_system)
+    deleted, _ = system.filter(status=Job.Status.SUCCEEDED).delete()
+    old, _ = finished.filter(finished__lt=now - keep).delete()
+    return deleted + old
+
+
+# ---------------------------------------------------------------------------- helpers
 
 def _announce(job: Job) -> None:
     events.publish(f"job-{job.pk}", "job.status", {"id": job.pk, "kind": job.kind, "status": job.status})
+
+
+def _json_list(value: Any) -> list[Any]:
+    import json
+
+    try:
+        return json.loads(json.dumps(list(value or ()), default=str))
+    except (TypeError, ValueError):
+        return []
+
+
+def _json_dict(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    import json
+
+    try:
+        return json.loads(json.dumps(dict(value or {}), default=str))
+    except (TypeError, ValueError):
+        return {}

@@ -1,4 +1,4 @@
-"""Cross-cutting records: API tokens, background jobs and the audit log."""
+"""Cross-cutting records: API tokens, background jobs, the audit log, and the revision base."""
 
 from __future__ import annotations
 
@@ -85,14 +85,29 @@ class Job(models.Model):
     result = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
     log = models.TextField(blank=True)
-    task_id = models.CharField(max_length=64, blank=True)
+    task_id = models.CharField(max_length=64, blank=True, db_index=True)
+    #: What to send again when the message is lost (a dead worker, a Redis restart, a failed send).
+    task_name = models.CharField(max_length=150, blank=True)
+    task_args = models.JSONField(default=list, blank=True)
+    task_kwargs = models.JSONField(default=dict, blank=True)
+    #: ``<worker node name>:<pid>`` running it; the reaper requeues jobs whose worker is gone.
+    worker = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    dispatched = models.DateTimeField(null=True, blank=True, help_text=_("When the task message was last sent."))
+    #: The broker's run id when it was sent: a Redis restart loses queued messages, so the
+    #: reaper sends a pending job again when the epoch changed.
+    broker_epoch = models.CharField(max_length=64, blank=True)
     created = models.DateTimeField(auto_now_add=True, db_index=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created"]
-        indexes = [models.Index(fields=["object_type", "object_id", "created"], name="core_job_object_idx")]
+        indexes = [
+            models.Index(fields=["object_type", "object_id", "created"], name="core_job_object_idx"),
+            models.Index(fields=["status", "created"], name="core_job_open_idx",
+                         condition=models.Q(status__in=["pending", "running"])),
+        ]
         permissions = [("cancel_job", "Can cancel a job")]
 
     def __str__(self) -> str:
@@ -136,3 +151,40 @@ class ObjectChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor} {self.get_action_display()} {self.object_repr}"
+
+
+class Revision(models.Model):
+    """An immutable snapshot of what someone asked a thing to be: the base of every history.
+
+    Node config targets, federated templates and quota groups keep their history in a
+    concrete subclass (a foreign key to the owner plus the spec fields); ``spec()`` returns
+    what a diff compares and a rollback restores, so diffs (``core.diff``) and rollbacks
+    (``core.revisions``) work the same everywhere. "Current" is a pointer on the owner;
+    restoring an old revision writes a new one with ``rollback_of`` set.
+    """
+
+    class Action(models.TextChoices):
+        CREATE = "create", _("Created")
+        UPDATE = "update", _("Updated")
+        ROLLBACK = "rollback", _("Rolled back")
+        DELETE = "delete", _("Deleted")
+        RESTORE = "restore", _("Restored")
+
+    number = models.PositiveIntegerField()
+    action = models.CharField(max_length=16, choices=Action.choices, default=Action.UPDATE)
+    rollback_of = models.PositiveIntegerField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    created_by = models.CharField(max_length=150, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        abstract = True
+
+    def spec(self) -> dict:
+        """The fields a diff compares and a rollback restores."""
+        raise NotImplementedError
+
+    def save(self, *args, **kwargs) -> None:
+        if not self._state.adding:
+            raise ValueError(f"{type(self).__name__} rows are immutable; write a new revision instead")
+        super().save(*args, **kwargs)

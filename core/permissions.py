@@ -1,56 +1,152 @@
-"""The REST permission policy: model permissions for everything, view included."""
+"""The one permission system: pages, the REST API and websocket subscriptions ask the same question.
+
+An *action* on a model is a Django permission ``<app>.<action>_<model>``: the CRUD ones
+(``view``, ``add``, ``change``, ``delete``) and the verbs each model declares in
+``Meta.permissions`` with the same shape (``rollback_configtarget``,
+``rollout_federatedobject``, ``cordon_cluster``, …). Roles (``core.roles``) grant them
+fleet-wide. An *object constraint* (NetBox's ObjectPermission, in code) grants an action on
+some objects only: ``register_constraint(QuotaGroup, ("change", …), owned_subtree)`` lets a
+group's owners manage their subtree and nothing else.
+
+- ``may(user, action, obj)``: one object (``obj=None``: the model-wide permission);
+- ``restrict(queryset, user, action)``: the objects the user may act on (lists, lookups);
+- ``may_any(user, action, model)``: some object at least (whether to offer a form);
+- ``RolePermission``: DRF's permission class doing the same for every viewset and API view.
+"""
 
 from __future__ import annotations
 
-from rest_framework.permissions import SAFE_METHODS, BasePermission, DjangoModelPermissions
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from django.db.models import Model, Q, QuerySet
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+
+#: (app_label, model_name) → action → constraint(user) → Q over the model, or None (no grant)
+Constraint = Callable[[Any], Q | None]
+_constraints: dict[tuple[str, str], dict[str, list[Constraint]]] = {}
+
+METHOD_ACTIONS = {"GET": "view", "HEAD": "view", "OPTIONS": "view", "POST": "add", "PUT": "change", "PATCH": "change",
+                  "DELETE": "delete"}
 
 
-class RolePermission(DjangoModelPermissions):
-    """Django model permissions, with reads needing ``view_*`` too.
+def permission_name(model: type[Model] | Model, action: str) -> str:
+    meta = model._meta
+    return f"{meta.app_label}.{action}_{meta.model_name}"
 
-    Views without a queryset declare ``required_permissions`` (a mapping of HTTP method
-    to permission list) or are open to any authenticated user for safe methods only.
-    Read-only API tokens never pass an unsafe method.
+
+def register_constraint(model: type[Model], actions: Iterable[str], constraint: Constraint) -> None:
+    """Grant ``actions`` on the objects ``constraint(user)`` selects (call from AppConfig.ready)."""
+    by_action = _constraints.setdefault((model._meta.app_label, model._meta.model_name), {})
+    for action in actions:
+        by_action.setdefault(action, []).append(constraint)
+
+
+def _active(user: Any) -> bool:
+    return bool(user and user.is_authenticated and user.is_active)
+
+
+def constraint_q(user: Any, model: type[Model] | Model, action: str) -> Q | None:
+    """The objects the constraints grant ``action`` on, or None when none do."""
+    meta = model._meta
+    granted: Q | None = None
+    for constraint in _constraints.get((meta.app_label, meta.model_name), {}).get(action, ()):
+        q = constraint(user)
+        if q is not None:
+            granted = q if granted is None else granted | q
+    return granted
+
+
+def may(user: Any, action: str, obj: Model | type[Model]) -> bool:
+    """May ``user`` do ``action`` to ``obj`` (a model class: anywhere, by role)?"""
+    if not _active(user):
+        return False
+    if user.has_perm(permission_name(obj, action)):
+        return True
+    if isinstance(obj, type) or obj.pk is None:
+        return False
+    q = constraint_q(user, obj, action)
+    return q is not None and type(obj)._default_manager.filter(q, pk=obj.pk).exists()
+
+
+def may_any(user: Any, action: str, model: type[Model]) -> bool:
+    """May ``user`` do ``action`` to at least some objects of ``model``?"""
+    if not _active(user):
+        return False
+    if user.has_perm(permission_name(model, action)):
+        return True
+    q = constraint_q(user, model, action)
+    return q is not None and model._default_manager.filter(q).exists()
+
+
+def restrict(queryset: QuerySet, user: Any, action: str = "view") -> QuerySet:
+    """The part of ``queryset`` on which ``user`` may do ``action``."""
+    if not _active(user):
+        return queryset.none()
+    if user.has_perm(permission_name(queryset.model, action)):
+        return queryset
+    q = constraint_q(user, queryset.model, action)
+    return queryset.filter(q) if q is not None else queryset.none()
+
+
+class RolePermission(BasePermission):
+    """DRF: model permissions (reads need ``view`` too), verbs, object constraints, read-only tokens.
+
+    - a viewset's extra action declares its verb: ``@action(..., verb="rollback")`` needs
+      ``<app>.rollback_<model>`` on the object (or model-wide for list actions);
+    - views without a queryset declare ``required_permissions`` (HTTP method → permission names);
+    - otherwise the HTTP method maps to view/add/change/delete on the view's model; a user
+      whose constraints grant the action on some objects passes here and is checked per
+      object (``has_object_permission``) and by ``restrict`` on the queryset;
+    - read-only API tokens never pass an unsafe method, except a ``preview`` action (it commits nothing).
     """
-
-    perms_map = {
-        "GET": ["%(app_label)s.view_%(model_name)s"],
-        "OPTIONS": [],
-        "HEAD": ["%(app_label)s.view_%(model_name)s"],
-        "POST": ["%(app_label)s.add_%(model_name)s"],
-        "PUT": ["%(app_label)s.change_%(model_name)s"],
-        "PATCH": ["%(app_label)s.change_%(model_name)s"],
-        "DELETE": ["%(app_label)s.delete_%(model_name)s"],
-    }
 
     def has_permission(self, request, view) -> bool:
         user = request.user
-        if not (user and user.is_authenticated):
+        if not _active(user):
             return False
-        if request.method not in SAFE_METHODS and not _token_may_write(request):
+        if request.method not in SAFE_METHODS and not getattr(view, "preview", False) and not token_may_write(request):
             return False
-        action_perms = _action_permissions(view)
-        if action_perms is not None:
-            return user.has_perms(action_perms)
         explicit = getattr(view, "required_permissions", None)
         if explicit is not None:
             return user.has_perms(explicit.get(request.method, ()))
-        if getattr(view, "queryset", None) is None and not hasattr(view, "get_queryset"):
+        model = view_model(view)
+        if model is None:
             return request.method in SAFE_METHODS
-        return super().has_permission(request, view)
+        return may_any_or_role(user, view_action(request, view), model)
+
+    def has_object_permission(self, request, view, obj) -> bool:
+        if getattr(view, "required_permissions", None) is not None or not isinstance(obj, Model):
+            return True
+        return may(request.user, view_action(request, view), obj)
 
 
-def _action_permissions(view) -> list[str] | None:
-    """Extra actions declare the verb they need: ``@action(..., action_permissions=[...])``.
-
-    DRF passes an action's extra kwargs to that route's view instance, so the attribute is
-    set only on the action's own route (the base viewset defaults it to None).
-    """
-    perms = getattr(view, "action_permissions", None)
-    return list(perms) if perms is not None else None
+def may_any_or_role(user: Any, action: str, model: type[Model]) -> bool:
+    """The method-level check: by role, or through a constraint on some object (checked per object later)."""
+    if user.has_perm(permission_name(model, action)):
+        return True
+    return constraint_q(user, model, action) is not None
 
 
-def _token_may_write(request) -> bool:
+def view_action(request, view) -> str:
+    """The action a request asks for: the view's declared verb, else by HTTP method."""
+    verb = getattr(view, "verb", None)
+    if verb:
+        return verb
+    return METHOD_ACTIONS.get(request.method, "change")
+
+
+def view_model(view) -> type[Model] | None:
+    queryset = getattr(view, "queryset", None)
+    if queryset is None and hasattr(view, "get_queryset"):
+        try:
+            queryset = view.get_queryset()
+        except Exception:  # a view whose queryset needs the request's kwargs: no model-level rule
+            return None
+    return getattr(queryset, "model", None)
+
+
+def token_may_write(request) -> bool:
     token = getattr(request, "auth", None)
     return getattr(token, "write_enabled", True)
 

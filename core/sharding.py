@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -42,14 +43,29 @@ def parse_shard_spec(spec: str, shard_count: int) -> list[int]:
 
 
 def sharded_task(shard_key: Callable[..., str], **options: Any) -> Callable:
-    """Declare a Celery task whose calls go to the shard owning ``shard_key(*args, **kwargs)``.
+    """Declare a Celery task whose calls go to the shard owning ``shard_key(...)``.
 
-    ``config.celery.route_task`` reads the attribute at send time, so ``.delay()`` and
-    ``.apply_async()`` route by key without every caller naming a queue.
+    ``shard_key`` names the task parameters it needs (``lambda cluster_name: ...``); at send
+    time ``config.celery.route_task`` binds the call's arguments to the task's own signature
+    and passes those, so ``.delay(name, names)`` and ``.delay(name, node_names=names)`` route
+    alike and a key function never breaks on arguments it does not use.
     """
     from celery import shared_task
 
     def decorator(fn: Callable) -> Any:
-        return shared_task(shard_key=staticmethod(shard_key), **options)(fn)
+        return shared_task(shard_key=staticmethod(_bound_key(fn, shard_key)), **options)(fn)
 
     return decorator
+
+
+def _bound_key(fn: Callable, shard_key: Callable[..., str]) -> Callable[..., str]:
+    task_signature = inspect.signature(fn)
+    wanted = [name for name in inspect.signature(shard_key).parameters if name in task_signature.parameters]
+
+    def key(*args: Any, **kwargs: Any) -> str:
+        kwargs = {k: v for k, v in kwargs.items() if k in task_signature.parameters}
+        bound = task_signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return shard_key(**{name: bound.arguments[name] for name in wanted})
+
+    return key

@@ -1,4 +1,4 @@
-"""Periodic housekeeping run by beat: system heartbeat events, audit retention, job reaper."""
+"""Periodic housekeeping run by beat: system heartbeat events, the job reaper, retention."""
 
 from __future__ import annotations
 
@@ -8,26 +8,41 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from . import events
-from .jobs import reap_stale_jobs
+from . import events, jobs, live
 from .models import Job, ObjectChange
 from .worker_signals import live_workers
 
 
-@shared_task(ignore_result=True)
-def publish_system_status() -> None:
+@shared_task(name="core.publish_system_status", ignore_result=True)
+def publish_system_status() -> dict:
     """Tell every console which workers are alive; also proves beat → worker → websocket works."""
     running = Job.objects.filter(status=Job.Status.RUNNING).count()
-    events.send_now("system", "system.status", {"workers": live_workers(), "jobs_running": running})
+    workers = live_workers()
+    events.send_now("system", "system.status", {"workers": len(workers), "jobs_running": running})
+    return {"workers": len(workers), "jobs_running": running}
 
 
-@shared_task(ignore_result=True)
-def expire_audit_log() -> int:
+@shared_task(name="core.expire_audit_log", ignore_result=True)
+def expire_audit_log() -> dict:
     cutoff = timezone.now() - timedelta(days=settings.MERIDIAN_AUDIT_RETENTION_DAYS)
     deleted, _ = ObjectChange.objects.filter(time__lt=cutoff).delete()
-    return deleted
+    return {"deleted": deleted}
 
 
-@shared_task(ignore_result=True)
-def reap_jobs() -> int:
-    return reap_stale_jobs(timedelta(seconds=settings.MERIDIAN_JOB_TIMEOUT_SECONDS))
+@shared_task(name="core.reap_jobs", ignore_result=True)
+def reap_jobs() -> dict:
+    """Send again the work whose worker died or whose message was lost; never by age alone."""
+    return jobs.reap()
+
+
+@shared_task(name="core.expire_jobs", ignore_result=True)
+def expire_jobs() -> dict:
+    deleted = jobs.expire(keep_system=timedelta(hours=settings.MERIDIAN_SYSTEM_JOB_RETENTION_HOURS),
+                          keep=timedelta(days=settings.MERIDIAN_AUDIT_RETENTION_DAYS))
+    return {"deleted": deleted}
+
+
+@shared_task(name="core.publish_live", ignore_result=True)
+def publish_live() -> dict:
+    """Send one summary per changed thing since the last run (``core.live``)."""
+    return live.publish_pending()

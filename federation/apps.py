@@ -13,11 +13,29 @@ class FederationConfig(AppConfig):
 
         grant_to_operators(
             "federation.add_federatedobject", "federation.change_federatedobject", "federation.delete_federatedobject",
-            "federation.manage_rollout", "federation.reschedule_federatedobject",
+            "federation.rollback_federatedobject", "federation.rollout_federatedobject", "federation.reschedule_federatedobject",
             "federation.add_propagationpolicy", "federation.change_propagationpolicy", "federation.delete_propagationpolicy",
             "federation.add_overridepolicy", "federation.change_overridepolicy", "federation.delete_overridepolicy",
-            "federation.cordon_cluster",
         )
-        register_topic_kind("federation", permission="federation.view_federatedobject")
-        register_topic_kind("federation-object", permission="federation.view_federatedobject")
-        register_topic_kind("water-levels", permission="fleet.view_cluster")
+        from fleet.models import Cluster
+        from fleet.signals import cluster_cordoned
+
+        from . import services
+        from .models import FederatedObject
+
+        from core import live
+
+        from .models import OBJECT_LIVE
+        from .reconcile import object_events
+
+        cluster_cordoned.connect(services.cluster_cordoned, dispatch_uid="federation-cluster-cordoned")
+        live.register(OBJECT_LIVE, object_events)
+        register_topic_kind("federation", model=FederatedObject)
+        register_topic_kind("federation-object", model=FederatedObject, lookup=_object)
+        register_topic_kind("water-levels", model=Cluster)
+
+
+def _object(object_id: str):
+    from .models import FederatedObject
+
+    return FederatedObject.objects.filter(pk=int(object_id)).first() if object_id.isdigit() else None

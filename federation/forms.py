@@ -2,10 +2,12 @@
 
 Forms only parse what a person typed (a native object or a policy spec as YAML or JSON, a
 policy choice, a reason); every rule about objects and policies lives in ``services`` (and
-``policy``), so the UI and the API refuse exactly the same things. A ``FederationRefused``
-is put back on the form with ``add_refusal``: each error path lands on the field it is about
-(``spec.placement[0].preferences.minReplicas`` on the spec, ``object.metadata.name`` on the
-object) with its path in front of the message, so a person reads where to look.
+``policy``), so the UI and the API refuse exactly the same things. A ``core.errors.Refused``
+is put back on the form with ``core.forms.add_refusal``: each error path lands on the field
+it is about (``spec.placement[0].preferences.minReplicas`` on the spec,
+``object.metadata.name`` on the object, routed by ``refusal_fields``) with its path in front
+of the message, so a person reads where to look. Forms that change something carry its
+``version`` (ETag), so a save made after someone else's change is refused.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ import yaml
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from core.forms import BlockFieldsForm, yaml_error
+from core.forms import BlockFieldsForm, VersionField, yaml_error
 
+from .limits import MAX_DEPTH, deeper_than
 from .models import FederatedObject, FederatedRevision, OverridePolicy, PropagationPolicy
-from .services import FederationRefused
 
 MAX_YAML = 1_000_000
 #: The namespace filter's value for objects without a namespace (no namespace may be named "-").
@@ -57,6 +59,15 @@ def parse_yaml_mapping(text: str, *, what: str, empty: Any = None) -> Any:
         value = yaml.load(text, Loader=_KubeLoader)
     except yaml.YAMLError as exc:
         raise forms.ValidationError(yaml_error(exc), code="invalid_yaml") from exc
+    except RecursionError:
+        value = None
+        too_deep = True
+    else:
+        too_deep = deeper_than(value)
+    if too_deep:
+        what = str(what)
+        raise forms.ValidationError(_("%(what)s may nest at most %(limit)s levels deep.")
+                                    % {"what": what[:1].upper() + what[1:], "limit": MAX_DEPTH}, code="too_deep")
     if value is None and empty is not None:
         return empty
     if not isinstance(value, dict):
@@ -86,22 +97,6 @@ class YamlField(forms.CharField):
 
     def clean(self, value: Any) -> Any:
         return parse_yaml_mapping(super().clean(value), what=self.what, empty=self.empty)
-
-
-# ---------------------------------------------------------------------------- refusals
-
-
-def add_refusal(form: forms.Form, exc: FederationRefused) -> None:
-    """Each error of a refusal on the field it names (by its first path segment, through the
-    form's ``refusal_fields``; ``"policy.*"`` routes only the paths below ``policy``), its path
-    in front when the path says more than the field; errors no field takes go above the form."""
-    routes: Mapping[str, str] = getattr(form, "refusal_fields", {})
-    for path, message in exc.errors.items():
-        head = path.split(".", 1)[0].split("[", 1)[0]
-        field = routes.get(f"{head}.*", routes.get(head, head)) if path != head else routes.get(head, head)
-        usable = field in form.fields and not form.fields[field].disabled
-        shown = message if usable and path == field else f"{path}: {message}"
-        form.add_error(field if usable else None, shown)
 
 
 def reason_field(required: bool = False, label: Any = None) -> forms.CharField:
@@ -195,6 +190,7 @@ class EditTemplateForm(BlockFieldsForm):
                          help_text=_("Saving a changed template makes a new revision and rolls it out cluster by cluster."))
     change_cause = forms.CharField(required=False, max_length=500, label=_("Change cause"),
                                    widget=forms.TextInput(attrs={"size": 60}))
+    version = VersionField()
 
     def __init__(self, *args: Any, fed: FederatedObject, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -213,23 +209,27 @@ class EditTemplateForm(BlockFieldsForm):
 
 class RollbackForm(BlockFieldsForm):
     revision = forms.TypedChoiceField(coerce=int, label=_("Revision"))
-    change_cause = forms.CharField(required=False, max_length=500, label=_("Change cause"))
+    change_cause = forms.CharField(max_length=500, label=_("Change cause"),
+                                   help_text=_("Why you roll back; kept with the new revision."))
+    version = VersionField()
 
     def __init__(self, *args: Any, revisions: Iterable[FederatedRevision] = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["revision"].choices = [(r.revision, f"r{r.revision}") for r in revisions]
+        self.fields["revision"].choices = [(r.number, f"r{r.number}") for r in revisions]
 
 
 class ReasonForm(BlockFieldsForm):
     """Pause, resume, reschedule: an optional reason for the audit log."""
 
     reason = reason_field()
+    version = VersionField()
 
 
 class DeleteForm(BlockFieldsForm):
     """Deleting removes the object from every member cluster: type its name to confirm."""
 
     confirm = forms.CharField(max_length=253, label=_("Type the name to confirm"))
+    version = VersionField()
 
     def __init__(self, *args: Any, expected: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -255,7 +255,9 @@ class PolicyForm(BlockFieldsForm):
                                 help_text=_("Empty: a fleet-wide policy (a cluster policy upstream) any namespace may use."))
     name = forms.CharField(max_length=253, label=_("Name"))
     description = forms.CharField(required=False, max_length=500, label=_("Description"))
-    spec = YamlField(what=_("the spec"), empty={}, rows=16, required=False, label=_("Spec (YAML)"))
+    spec = YamlField(what=_("the spec"), empty={}, rows=16, label=_("Spec (YAML)"),
+                     help_text=_("{} for an empty spec; an empty field is refused, never saved as one."))
+    version = VersionField()
 
     def __init__(self, *args: Any, kind: str, editing: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -1,5 +1,5 @@
 """KubeAdmiral's objects: policies, federated objects with revisions, their member objects in
-each cluster, cordons, and the water-level history.
+each cluster, and the water-level history (a cluster's cordon is the fleet's: ``Cluster.cordoned``).
 
 Policies and templates are stored as the JSON users wrote (upstream's field names), so what
 the API returns round-trips to YAML unchanged; the pure modules (``policy``, ``render``,
@@ -13,12 +13,15 @@ from __future__ import annotations
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from core.models import Revision
 from fleet.models import Cluster
 
 #: Labels binding an object to its policies (upstream's names).
 PROPAGATION_POLICY_LABEL = "kubeadmiral.io/propagation-policy-name"
 CLUSTER_PROPAGATION_POLICY_LABEL = "kubeadmiral.io/cluster-propagation-policy-name"
 OVERRIDE_POLICY_LABEL = "kubeadmiral.io/override-policy-name"
+#: The ``core.live`` kind of an object's coalesced status summary.
+OBJECT_LIVE = "federation-object"
 CLUSTER_OVERRIDE_POLICY_LABEL = "kubeadmiral.io/cluster-override-policy-name"
 
 
@@ -40,6 +43,9 @@ class PolicyBase(models.Model):
     @property
     def is_cluster_scoped(self) -> bool:
         return not self.namespace
+
+    #: What a user writes (``core.concurrency``).
+    etag_fields = ("namespace", "name", "description", "spec")
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
@@ -113,12 +119,22 @@ class FederatedObject(models.Model):
         ordering = ["namespace", "kind", "name"]
         constraints = [models.UniqueConstraint(fields=["namespace", "kind", "name"], name="federation_object_identity")]
         permissions = [
-            ("manage_rollout", "Can pause, resume and roll back federated rollouts"),
+            ("rollback_federatedobject", "Can roll a federated object back to an earlier template"),
+            ("rollout_federatedobject", "Can pause and resume a federated object's rollout"),
             ("reschedule_federatedobject", "Can force a reschedule"),
         ]
 
+    #: What a user writes (``core.concurrency``): not the reconciler's placement and status.
+    etag_fields = ("namespace", "name", "kind", "template", "revision", "propagation_policy_id", "override_policy_id",
+                   "rollout_paused", "deleting")
+
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+
+    def get_absolute_url(self) -> str:
+        from django.urls import reverse
+
+        return reverse("federation:object-detail", args=[self.pk])
 
     @property
     def key(self) -> str:
@@ -126,23 +142,22 @@ class FederatedObject(models.Model):
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
 
-class FederatedRevision(models.Model):
+class FederatedRevision(Revision):
     """An immutable template snapshot; rollback re-applies one as a new revision."""
 
     object = models.ForeignKey(FederatedObject, on_delete=models.CASCADE, related_name="revisions")
-    revision = models.PositiveIntegerField()
     template = models.JSONField()
     template_hash = models.CharField(max_length=64)
-    change_cause = models.CharField(max_length=500, blank=True)
-    created_by = models.CharField(max_length=150, blank=True)
-    created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["object_id", "-revision"]
-        constraints = [models.UniqueConstraint(fields=["object", "revision"], name="federation_revision_identity")]
+        ordering = ["object_id", "-number"]
+        constraints = [models.UniqueConstraint(fields=["object", "number"], name="federation_revision_identity")]
 
     def __str__(self) -> str:
-        return f"{self.object} revision {self.revision}"
+        return f"{self.object} revision {self.number}"
+
+    def spec(self) -> dict:
+        return {"template": self.template}
 
 
 class MemberObject(models.Model):
@@ -173,24 +188,6 @@ class MemberObject(models.Model):
 
     def __str__(self) -> str:
         return f"{self.object} in {self.cluster_id}"
-
-
-class ClusterCordon(models.Model):
-    """A cordoned member cluster takes no new replicas; a draining one gives its replicas away
-    (the seed's one-click migration), within each workload's rollout budget."""
-
-    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="cordon")
-    drain = models.BooleanField(default=False)
-    reason = models.CharField(max_length=500, blank=True)
-    created_by = models.CharField(max_length=150, blank=True)
-    created = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["cluster__name"]
-        permissions = [("cordon_cluster", "Can cordon, drain and uncordon member clusters")]
-
-    def __str__(self) -> str:
-        return f"{'drain' if self.drain else 'cordon'} {self.cluster_id}"
 
 
 class WaterLevelSample(models.Model):

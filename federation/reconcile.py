@@ -21,14 +21,14 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from core import events
+from core import events, jobs, live
 from fleet.connectors.base import Connector, ConnectorError
 from fleet.models import Cluster
 from fleet.services import connector_for
 from kube.hashing import object_digest
 
 from .aggregate import MemberView, aggregate
-from .models import ClusterCordon, FederatedObject, FederatedRevision, MemberObject
+from .models import OBJECT_LIVE, FederatedObject, FederatedRevision, MemberObject
 from .policy import cluster_patches, desired_replicas, scheduling_unit
 from .render import RenderError, fenceposts, member_object, observe, rollout_target
 from .rollout import RolloutPlan, plan_rollout
@@ -43,6 +43,7 @@ RESYNC_SECONDS = 3  # the beat's pace (``federation.resync``)
 #: still notices a cluster that joined or freed capacity within a minute).
 QUIET_BACKOFF_SECONDS = {"moving": 30, "stuck": 60}
 FIELD_MANAGER = "meridian-federation"
+RECONCILE_TASK = "federation.reconcile_object"
 
 
 # --------------------------------------------------------------------------- fleet snapshot
@@ -58,7 +59,7 @@ class FleetSnapshot:
     draining: frozenset[str] = frozenset()
 
 
-def cluster_info(row: Cluster, cordon: ClusterCordon | None) -> ClusterInfo:
+def cluster_info(row: Cluster) -> ClusterInfo:
     resources = frozenset(row.api_resources) if row.api_resources else None
     return ClusterInfo(
         name=row.name, labels=dict(row.labels or {}), taints=list(row.taints or []), ready=row.ready,
@@ -67,18 +68,17 @@ def cluster_info(row: Cluster, cordon: ClusterCordon | None) -> ClusterInfo:
                      GPU_RESOURCE: row.gpu_allocatable, "pods": row.pods_allocatable},
         requested={"cpu": row.cpu_requested_milli, "memory": row.memory_requested_bytes,
                    GPU_RESOURCE: row.gpu_requested, "pods": row.pod_count},
-        cordoned=cordon is not None,
+        cordoned=row.cordoned,
     )
 
 
 def fleet_snapshot() -> FleetSnapshot:
     rows = {c.name: c for c in Cluster.objects.all()}
-    cordons = {c.cluster_id: c for c in ClusterCordon.objects.all()}
-    infos = [cluster_info(row, cordons.get(row.pk)) for row in rows.values()]
+    infos = [cluster_info(row) for row in rows.values()]
     structure = object_digest([
-        [i.name, i.labels, i.taints, i.ready, sorted(i.api_resources or ()), i.cordoned,
-         bool(cordons.get(rows[i.name].pk) and cordons[rows[i.name].pk].drain)] for i in infos])
-    draining = frozenset(row.name for row in rows.values() if row.pk in cordons and cordons[row.pk].drain)
+        [i.name, i.labels, i.taints, i.ready, sorted(i.api_resources or ()), i.cordoned, rows[i.name].drain]
+        for i in infos])
+    draining = frozenset(row.name for row in rows.values() if row.cordoned and row.drain)
     return FleetSnapshot(infos, rows, structure, draining)
 
 
@@ -181,7 +181,7 @@ class _Pass:
         if revision is None or revision == self.fed.revision:
             return self.fed.template
         if revision not in self.revisions:
-            row = FederatedRevision.objects.filter(object=self.fed, revision=revision).first()
+            row = FederatedRevision.objects.filter(object=self.fed, number=revision).first()
             self.revisions[revision] = row.template if row else self.fed.template
         return self.revisions[revision]
 
@@ -353,25 +353,41 @@ def reconcile_object(pk: int, *, fleet: FleetSnapshot | None = None, force_sched
         run.close()
     if fed.deleting and not kept:
         fed.delete()
-        events.publish("federation", "object_deleted", {"id": pk, "key": fed.key})
+        for topic in ("federation", f"federation-object-{pk}"):
+            events.publish(topic, "object.deleted", {"id": pk, "key": fed.key})
         return None
     _save(fed, kept, before)
     if placement_changed:
         _queue_followers(fed)
-    events.publish(f"federation-object-{fed.pk}", "status", {"phase": fed.phase, "message": fed.message, "status": fed.status})
-    events.publish("federation", "object_status", {"id": fed.pk, "key": fed.key, "phase": fed.phase})
+    live.mark(OBJECT_LIVE, [fed.pk])  # one summary per object per tick, however many passes
     return fed.phase
+
+
+def object_events(keys: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
+    """``core.live`` builder: each marked object's status on its own topic and on the list's."""
+    out = []
+    rows = FederatedObject.objects.filter(pk__in=[int(k) for k in keys if k.isdigit()]).only(
+        "pk", "namespace", "name", "phase", "message", "status")
+    for fed in rows:
+        out.append((f"federation-object-{fed.pk}", "object.status",
+                    {"id": fed.pk, "phase": fed.phase, "message": fed.message, "status": fed.status}))
+        out.append(("federation", "object.status", {"id": fed.pk, "key": fed.key, "phase": fed.phase}))
+    return out
+
+
+def queue_reconcile(ids: Iterable[int]) -> None:
+    """A reconcile job per object (sent after the current transaction commits, to its shard)."""
+    for pk, namespace, name in FederatedObject.objects.filter(pk__in=list(ids)).values_list("pk", "namespace", "name"):
+        jobs.enqueue(RECONCILE_TASK, pk, f"{namespace}/{name}" if namespace else name)
 
 
 def _queue_followers(fed: FederatedObject) -> None:
     if not fed.references:
         return
-    from .tasks import queue_reconcile
-
     names = [ref.split("/", 1) for ref in fed.references]
     ids = [o.pk for o in FederatedObject.objects.filter(namespace=fed.namespace, propagation_policy__isnull=True)
            .only("pk", "kind", "name") if [o.kind, o.name] in names]
-    transaction.on_commit(lambda: queue_reconcile(ids))
+    queue_reconcile(ids)
 
 
 def needs_attention(now=None) -> list[int]:
@@ -394,7 +410,7 @@ def _current_by_object(ids: list[int], draining: frozenset[str]) -> dict[int, di
     return current
 
 
-def reschedule_all(*, chunk_size: int = 2000) -> dict[str, int]:
+def reschedule_all(*, chunk_size: int = 2000) -> tuple[dict[str, int], list[int]]:
     """Schedule every policy-bound object again over one fleet snapshot (with today's water
     levels) and send the ones whose placement would change to their shards.
 
@@ -402,10 +418,8 @@ def reschedule_all(*, chunk_size: int = 2000) -> dict[str, int]:
     the same policy and request shape; objects are read in chunks with their members in one
     query per chunk. Only changed objects are touched: their digest is cleared so their own
     reconcile pass schedules them again with the full explanation and rolls the change out
-    within their budget.
+    within their budget. Returns the counts and the ids of the changed objects.
     """
-    from .tasks import queue_reconcile
-
     fleet = fleet_snapshot()
     snapshots: dict[str, ClusterSnapshot] = {}
     seen, changed = 0, []
@@ -430,5 +444,4 @@ def reschedule_all(*, chunk_size: int = 2000) -> dict[str, int]:
         seen += len(chunk)
     for start in range(0, len(changed), chunk_size):
         FederatedObject.objects.filter(pk__in=changed[start:start + chunk_size]).update(schedule_digest="")
-    queue_reconcile(changed)
-    return {"objects": seen, "changed": len(changed)}
+    return {"objects": seen, "changed": len(changed)}, changed

@@ -1,5 +1,7 @@
 """Every change to federation state: validated, in one transaction, audited, and followed by
-a reconcile of what it affects (queued after commit, on the object's shard)."""
+a reconcile of what it affects (a job per object, sent after commit to the object's shard).
+A refusal is ``core.errors.Refused`` with the field paths at fault
+(``spec.placement[0].preferences.minReplicas``); a stale ETag is refused too."""
 
 from __future__ import annotations
 
@@ -7,27 +9,29 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
-from core import events
+from core import concurrency, events, revisions
 from core.audit import record_change, snapshot
 from core.context import current_actor
+from core.errors import Conflict, Refused
 from fleet.models import Cluster
 from kube.resources import PodSpecError, UnsupportedWorkloadError, pod_requests, workload_pod_template
 
 from .followers import FOLLOWER_KINDS, referenced
+from .limits import deeper_than, too_deep_message
 from .models import (
     CLUSTER_OVERRIDE_POLICY_LABEL,
     CLUSTER_PROPAGATION_POLICY_LABEL,
     OVERRIDE_POLICY_LABEL,
     PROPAGATION_POLICY_LABEL,
-    ClusterCordon,
     FederatedObject,
     FederatedRevision,
     OverridePolicy,
     PropagationPolicy,
 )
 from .policy import validate_override, validate_propagation
+from .reconcile import queue_reconcile
 from .render import clean_template, template_hash
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -38,19 +42,9 @@ _POD_LIST_FIELDS = ("volumes", "imagePullSecrets", "tolerations", "initContainer
 _REFUSED_KINDS = frozenset({"Node", "Pod", "Namespace", "Event", "Lease", "CustomResourceDefinition"})
 
 
-class FederationRefused(ValueError):
-    """A change was refused; ``errors`` maps field paths to messages (for 400 responses)."""
-
-    def __init__(self, errors: Mapping[str, str]) -> None:
-        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
-        self.errors = dict(errors)
-
-
 def _queue(object_ids: list[int]) -> None:
-    from .tasks import queue_reconcile
-
-    if object_ids:
-        transaction.on_commit(lambda: queue_reconcile(object_ids))
+    """A reconcile job per object, sent after commit to the object's shard."""
+    queue_reconcile(object_ids)
 
 
 def _name_errors(namespace: str, name: str) -> dict[str, str]:
@@ -68,20 +62,28 @@ def _name_errors(namespace: str, name: str) -> dict[str, str]:
 def save_policy(model: type[PropagationPolicy] | type[OverridePolicy], *, namespace: str, name: str, spec: Any,
                 description: str = "", instance: PropagationPolicy | OverridePolicy | None = None):
     """Create or replace a policy; its objects are rescheduled with it."""
+    if deeper_than(spec):
+        raise Refused.from_errors({"spec": too_deep_message()})
     errors = _name_errors(namespace, name) if instance is None else {}
     validate = validate_propagation if model is PropagationPolicy else validate_override
     errors.update({f"spec.{k}" if k != "spec" else k: v for k, v in validate(spec).items()})
     if instance is None and model.objects.filter(namespace=namespace, name=name).exists():
         errors["name"] = f"a {model._meta.verbose_name} named {name!r} already exists here"
     if errors:
-        raise FederationRefused(errors)
+        raise Refused.from_errors(errors)
     with transaction.atomic():
         if instance is None:
-            policy = model.objects.create(namespace=namespace, name=name, spec=spec, description=description)
+            try:
+                with transaction.atomic():
+                    policy = model.objects.create(namespace=namespace, name=name, spec=spec, description=description)
+            except IntegrityError as exc:
+                raise Conflict("already_exists", f"a {model._meta.verbose_name} named {name!r} already exists here",
+                               field="name") from exc
             record_change(policy, "create", after=snapshot(policy))
             _queue(_bound_by_label(policy))
         else:
-            policy = model.objects.select_for_update().get(pk=instance.pk)
+            policy = model.objects.select_for_update(no_key=True).get(pk=instance.pk)
+            concurrency.check(policy)
             before = snapshot(policy)
             policy.spec, policy.description = spec, description
             policy.save(update_fields=["spec", "description", "updated"])
@@ -94,10 +96,12 @@ def delete_policy(policy: PropagationPolicy | OverridePolicy) -> None:
     """A policy objects still use is not deleted (they would lose their placement)."""
     used = list(policy.federated_objects.values_list("name", flat=True)[:5])
     if used:
-        raise FederationRefused({"name": f"still used by {', '.join(used)}; rebind or delete them first"})
+        raise Refused("in_use", f"still used by {', '.join(used)}; rebind or delete them first", field="name")
     with transaction.atomic():
-        record_change(policy, "delete", before=snapshot(policy))
-        policy.delete()
+        locked = type(policy).objects.select_for_update(no_key=True).get(pk=policy.pk)
+        concurrency.check(locked)
+        record_change(locked, "delete", before=snapshot(locked))
+        locked.delete()
 
 
 def _labels_naming(policy: PropagationPolicy | OverridePolicy) -> str:
@@ -123,7 +127,7 @@ def check_policy_namespace(explicit: str, namespace: str, field: str) -> None:
     """A namespaced policy serves the objects of its own namespace only (as upstream)."""
     ns = explicit.rpartition("/")[0]
     if "/" in explicit and ns not in ("", namespace):
-        raise FederationRefused({field: f"{explicit!r} belongs to namespace {ns!r}; an object in "
+        raise Refused.from_errors({field: f"{explicit!r} belongs to namespace {ns!r}; an object in "
                                         f"{namespace or 'no namespace'!r} may use its own namespace's policies "
                                         "or fleet-wide ones"})
 
@@ -139,7 +143,7 @@ def _resolve_policy(model, labels: Mapping[str, str], namespace: str, explicit: 
         if policy is None and "/" not in explicit:
             policy = model.objects.filter(namespace="", name=name).first()
         if policy is None:
-            raise FederationRefused({field: f"no {model._meta.verbose_name} named {explicit!r}"})
+            raise Refused.from_errors({field: f"no {model._meta.verbose_name} named {explicit!r}"})
         return policy
     if labels.get(namespaced):
         return model.objects.filter(namespace=namespace, name=labels[namespaced]).first()
@@ -154,6 +158,8 @@ def _resolve_policy(model, labels: Mapping[str, str], namespace: str, explicit: 
 def object_errors(obj: Any) -> dict[str, str]:
     if not isinstance(obj, Mapping):
         return {"object": "must be a Kubernetes object (a JSON/YAML mapping)"}
+    if deeper_than(obj):
+        return {"object": too_deep_message()}
     errors: dict[str, str] = {}
     for name in ("apiVersion", "kind"):
         if not isinstance(obj.get(name), str) or not obj.get(name):
@@ -211,7 +217,7 @@ def submit(obj: Any, *, propagation_policy: str | None = None, override_policy: 
     when the template changed). Returns (object, created)."""
     errors = object_errors(obj)
     if errors:
-        raise FederationRefused(errors)
+        raise Refused.from_errors(errors)
     template = clean_template(obj)
     meta = template["metadata"]
     namespace, name, kind = meta.get("namespace") or "", meta["name"], template["kind"]
@@ -220,20 +226,26 @@ def submit(obj: Any, *, propagation_policy: str | None = None, override_policy: 
     op = _resolve_policy(OverridePolicy, labels, namespace, override_policy, "override_policy")
     digest = template_hash(template)
     with transaction.atomic():
-        existing = FederatedObject.objects.select_for_update().filter(namespace=namespace, kind=kind, name=name).first()
+        existing = FederatedObject.objects.select_for_update(no_key=True).filter(namespace=namespace, kind=kind, name=name).first()
         if existing is None:
-            fed = FederatedObject.objects.create(
-                namespace=namespace, name=name, api_version=template["apiVersion"], kind=kind, template=template,
-                template_hash=digest, propagation_policy=pp, override_policy=op, references=_references(template))
-            _revision(fed, change_cause)
+            try:
+                with transaction.atomic():
+                    fed = FederatedObject.objects.create(
+                        namespace=namespace, name=name, api_version=template["apiVersion"], kind=kind, template=template,
+                        template_hash=digest, propagation_policy=pp, override_policy=op, references=_references(template))
+            except IntegrityError as exc:  # a concurrent submit of the same object won
+                raise Conflict("already_exists", f"{kind} {namespace}/{name} was just created by someone else; "
+                                                 "submit again to update it", field="object") from exc
+            _revision(fed, FederatedRevision.Action.CREATE, change_cause)
             record_change(fed, "create", after=snapshot(fed))
             created = True
         else:
+            concurrency.check(existing)
             if existing.deleting:
-                raise FederationRefused({"object": f"{existing} is being deleted; submit it again once it is gone"})
+                raise Refused("deleting", f"{existing} is being deleted; submit it again once it is gone", field="object")
             fed, created = _update(existing, template, digest, pp, op, change_cause), False
         _queue([fed.pk, *_leaders_of(fed)])
-    events.publish("federation", "object_changed", {"id": fed.pk, "key": fed.key, "kind": kind})
+    events.publish("federation", "object.changed", {"id": fed.pk, "key": fed.key, "kind": kind})
     return fed, created
 
 
@@ -249,15 +261,16 @@ def _update(fed: FederatedObject, template: dict[str, Any], digest: str, pp, op,
     if changed:
         fed.revision += 1
         fed.template_hash = digest
-        _revision(fed, change_cause)
+        _revision(fed, FederatedRevision.Action.UPDATE, change_cause)
     fed.save()
     record_change(fed, "update", before=before, after=snapshot(fed))
     return fed
 
 
-def _revision(fed: FederatedObject, change_cause: str) -> FederatedRevision:
-    return FederatedRevision.objects.create(object=fed, revision=fed.revision, template=fed.template,
-                                            template_hash=fed.template_hash, change_cause=change_cause[:500],
+def _revision(fed: FederatedObject, action: str, reason: str, *, rollback_of: int | None = None) -> FederatedRevision:
+    """The object's current template as revision ``fed.revision`` (the number the object shows)."""
+    return FederatedRevision.objects.create(object=fed, number=fed.revision, action=action, template=fed.template,
+                                            template_hash=fed.template_hash, reason=reason[:500], rollback_of=rollback_of,
                                             created_by=current_actor().name[:150])
 
 
@@ -273,7 +286,10 @@ def _leaders_of(fed: FederatedObject) -> list[int]:
 def delete(fed: FederatedObject) -> None:
     """Remove from every member cluster, then forget it (the reconciler finishes the job)."""
     with transaction.atomic():
-        fed = FederatedObject.objects.select_for_update().get(pk=fed.pk)
+        fed = FederatedObject.objects.select_for_update(no_key=True).get(pk=fed.pk)
+        concurrency.check(fed)
+        if fed.deleting:
+            return
         before = snapshot(fed)
         fed.deleting = True
         fed.phase = FederatedObject.Phase.DELETING
@@ -282,30 +298,31 @@ def delete(fed: FederatedObject) -> None:
         _queue([fed.pk, *_leaders_of(fed)])
 
 
-def rollback(fed: FederatedObject, revision: int, change_cause: str = "") -> FederatedObject:
+def rollback(fed: FederatedObject, number: int, reason: str = "") -> FederatedRevision:
     """Roll out an earlier template again, as a new revision (like ``kubectl rollout undo``)."""
-    target = fed.revisions.filter(revision=revision).first()
-    if target is None:
-        raise FederationRefused({"revision": f"{fed} has no revision {revision}"})
-    if target.template_hash == fed.template_hash and target.template == fed.template:
-        raise FederationRefused({"revision": f"revision {revision} is what runs now"})
+    revisions.require_reason(reason)
+    old = revisions.revision_to_restore(fed.revisions.all(), number, fed)
+    if old.template_hash == fed.template_hash and old.template == fed.template:
+        raise Refused("unchanged", f"revision {number} is what runs now", field="revision")
     with transaction.atomic():
-        fed = FederatedObject.objects.select_for_update().get(pk=fed.pk)
+        fed = FederatedObject.objects.select_for_update(no_key=True).get(pk=fed.pk)
+        concurrency.check(fed)
         before = snapshot(fed)
-        fed.template, fed.template_hash = target.template, target.template_hash
-        fed.references = _references(target.template)
+        fed.template, fed.template_hash = old.template, old.template_hash
+        fed.references = _references(old.template)
         fed.revision += 1
         fed.rollout_paused = False
         fed.save()
-        _revision(fed, change_cause or f"rollback to revision {revision}")
-        record_change(fed, "update", before=before, after=snapshot(fed), verb="rollback", reason=change_cause)
+        revision = _revision(fed, FederatedRevision.Action.ROLLBACK, reason, rollback_of=number)
+        record_change(fed, "update", before=before, after=snapshot(fed), verb="rollback", reason=reason)
         _queue([fed.pk])
-    return fed
+    return revision
 
 
 def set_paused(fed: FederatedObject, paused: bool, reason: str = "") -> FederatedObject:
     with transaction.atomic():
-        fed = FederatedObject.objects.select_for_update().get(pk=fed.pk)
+        fed = FederatedObject.objects.select_for_update(no_key=True).get(pk=fed.pk)
+        concurrency.check(fed)
         if fed.rollout_paused != paused:
             before = snapshot(fed)
             fed.rollout_paused = paused
@@ -327,36 +344,9 @@ def reschedule(fed: FederatedObject, reason: str = "") -> None:
 # --------------------------------------------------------------------------- clusters
 
 
-def _objects_on(cluster: Cluster) -> list[int]:
-    return list(FederatedObject.objects.filter(members__cluster=cluster).values_list("pk", flat=True).distinct())
-
-
-def cordon(cluster: Cluster, *, drain: bool = False, reason: str = "") -> ClusterCordon:
-    """No new replicas go to ``cluster``; with ``drain`` its replicas move to other clusters,
-    each workload within its own rollout budget."""
-    with transaction.atomic():
-        existing = ClusterCordon.objects.select_for_update().filter(cluster=cluster).first()
-        before = snapshot(existing) if existing else None
-        state, _ = ClusterCordon.objects.update_or_create(
-            cluster=cluster, defaults={"drain": drain, "reason": reason[:500], "created_by": current_actor().name[:150]})
-        record_change(state, "update" if before else "create", before=before, after=snapshot(state),
-                      verb="drain" if drain else "cordon", reason=reason)
-        ids = _objects_on(cluster)
-        FederatedObject.objects.filter(pk__in=ids).update(schedule_digest="")
-        _queue(ids)
-    events.publish("federation", "cluster_cordoned", {"cluster": cluster.name, "drain": drain})
-    return state
-
-
-def uncordon(cluster: Cluster, reason: str = "") -> bool:
-    with transaction.atomic():
-        state = ClusterCordon.objects.select_for_update().filter(cluster=cluster).first()
-        if state is None:
-            return False
-        record_change(state, "delete", before=snapshot(state), verb="uncordon", reason=reason)
-        state.delete()
-        ids = _objects_on(cluster)
-        FederatedObject.objects.filter(pk__in=ids).update(schedule_digest="")
-        _queue(ids)
-    events.publish("federation", "cluster_cordoned", {"cluster": cluster.name, "drain": False, "uncordoned": True})
-    return True
+def cluster_cordoned(sender: Any, cluster: Cluster, **_: Any) -> None:
+    """``fleet.signals.cluster_cordoned`` (inside the cordon's transaction): what runs on the
+    cluster is scheduled afresh — a drain moves it away, an uncordon lets it come back."""
+    ids = list(FederatedObject.objects.filter(members__cluster=cluster).values_list("pk", flat=True).distinct())
+    FederatedObject.objects.filter(pk__in=ids).update(schedule_digest="")
+    _queue(ids)

@@ -3,10 +3,11 @@ edit, rollout controls), propagation and override policies, the water-level dash
 cordon/drain, and the what-if simulation.
 
 Every write calls ``services`` inside the view, so the UI validates, versions and audits
-exactly like the API; a ``FederationRefused`` comes back as errors on the fields it names,
-with everything typed kept and nothing changed. Reads need the view permissions (every
-role); each write also needs its own model or action permission, and its controls are only
-shown to those who hold it.
+exactly like the API; a ``Refused`` comes back as errors on the fields it names, with
+everything typed kept and nothing changed. Permissions go through ``core.permissions``:
+reads need ``view``, each write its action or verb (``rollback``, ``rollout``,
+``reschedule``; cordoning is the cluster's ``cordon``), and its controls are only shown to
+those who hold it.
 
 Live: the index and an object's page subscribe to "federation" / "federation-object-<pk>"
 and re-render their live parts from ``?fragment=live`` (a small template, not the page);
@@ -20,13 +21,14 @@ window is small; a big fleet's page fetches it from the JSON endpoint after load
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 from functools import cached_property
 from html import escape
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.mixins import PermissionRequiredMixin
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import Http404, JsonResponse
@@ -38,6 +40,12 @@ from django.utils.translation import gettext as _
 from django.views import View
 from django.views.generic import DetailView, FormView, TemplateView
 
+from core import concurrency
+from core.errors import Refused
+from core.forms import add_refusal
+from core.permissions import may, may_any_or_role
+from core.views import PermissionMixin, VerbViewMixin
+from fleet import services as fleet_services
 from fleet.models import Cluster
 
 from . import services, water, whatif
@@ -54,22 +62,11 @@ from .forms import (
     RollbackForm,
     SubmitForm,
     WhatIfForm,
-    add_refusal,
     to_yaml,
 )
-from .models import ClusterCordon, FederatedObject, MemberObject, WaterLevelSample
+from .models import FederatedObject, MemberObject, PropagationPolicy, WaterLevelSample
 from .policy import desired_replicas
 from .scheduler import format_amount
-from .services import FederationRefused
-
-VIEW = "federation.view_federatedobject"
-ADD = "federation.add_federatedobject"
-CHANGE = "federation.change_federatedobject"
-DELETE = "federation.delete_federatedobject"
-MANAGE_ROLLOUT = "federation.manage_rollout"
-RESCHEDULE = "federation.reschedule_federatedobject"
-CORDON = "federation.cordon_cluster"
-VIEW_CLUSTERS = "fleet.view_cluster"
 
 OBJECT_PAGE = 100
 CLUSTERS_SHOWN = 6
@@ -112,6 +109,21 @@ def script_labels() -> dict[str, Any]:
     }
 
 
+class ChangePageMixin(PermissionMixin):
+    """A page that is nothing but the form of a change (submit an object, a new policy, a
+    what-if preview): opening it needs the permission its POST needs, so nobody fills in a
+    form they may not send (``PermissionMixin`` alone checks ``action`` on POST only)."""
+
+    #: False for a page people read whose form is one of its parts (a policy's own page).
+    reading_needs_action = True
+
+    def dispatch(self, request, *args, **kwargs):
+        if request.user.is_authenticated and self.reading_needs_action and self.action and not may_any_or_role(
+                request.user, self.action, self.permission_model or self.model):
+            raise PermissionDenied
+        return super().dispatch(request, *args, **kwargs)
+
+
 # ---------------------------------------------------------------------------- index
 
 
@@ -131,10 +143,10 @@ def readiness(fed: FederatedObject) -> tuple[int, int | None]:
     return sum(1 for c in clusters.values() if c.get("state") == "applied"), len(fed.placement or {})
 
 
-class IndexView(PermissionRequiredMixin, TemplateView):
+class IndexView(PermissionMixin, TemplateView):
     """Federated objects with their phase, placement and readiness; counts by phase; filters."""
 
-    permission_required = VIEW
+    model = FederatedObject
     template_name = "federation/index.html"
 
     def get_template_names(self):
@@ -262,11 +274,11 @@ def status_summary(fed: FederatedObject) -> dict[str, Any]:
             "succeeded": status.get("succeeded"), "workload": "desiredReplicas" in status}
 
 
-class ObjectDetailView(PermissionRequiredMixin, DetailView):
+class ObjectDetailView(PermissionMixin, DetailView):
     """Status, per-cluster progress (live), placement explanation, template, revisions and the
     write forms this user may use."""
 
-    permission_required = VIEW
+    model = FederatedObject
     template_name = "federation/object_detail.html"
     context_object_name = "fed"
     queryset = FederatedObject.objects.select_related("propagation_policy", "override_policy")
@@ -280,7 +292,7 @@ class ObjectDetailView(PermissionRequiredMixin, DetailView):
         context = super().get_context_data(**kwargs)
         fed = self.object
         context.update(members=member_rows(fed), summary=status_summary(fed), federation_labels=script_labels(),
-                       topics=[f"federation-object-{fed.pk}", "federation"])
+                       topics=[f"federation-object-{fed.pk}"])
         if self.request.GET.get("fragment") == "live" and self.request.method == "GET":
             return context
         revisions = list(fed.revisions.all()[:REVISIONS_SHOWN])
@@ -298,55 +310,44 @@ class ObjectDetailView(PermissionRequiredMixin, DetailView):
         return context
 
     def write_forms(self, fed: FederatedObject, revisions) -> dict[str, Any]:
-        user, forms = self.request.user, {}
+        """Only the forms this user may submit for this object, each carrying its version."""
+        forms: dict[str, Any] = {}
         if fed.deleting:
             return forms
-        if user.has_perm(CHANGE):
-            forms["edit_form"] = EditTemplateForm(prefix="edit", fed=fed, initial={"template": to_yaml(fed.template)})
-        if user.has_perm(MANAGE_ROLLOUT):
-            forms["pause_form"] = ReasonForm(prefix="pause")
-            forms["rollback_form"] = RollbackForm(prefix="rollback", revisions=revisions)
-        if user.has_perm(RESCHEDULE):
-            forms["reschedule_form"] = ReasonForm(prefix="reschedule")
-        if user.has_perm(DELETE):
-            forms["delete_form"] = DeleteForm(prefix="delete", expected=fed.name)
+        version = concurrency.etag(fed)
+        if self.can("change", fed):
+            forms["edit_form"] = EditTemplateForm(prefix="edit", fed=fed, initial={"template": to_yaml(fed.template),
+                                                                                  "version": version})
+        if self.can("rollout", fed):
+            forms["pause_form"] = ReasonForm(prefix="pause", initial={"version": version})
+        if self.can("rollback", fed):
+            forms["rollback_form"] = RollbackForm(prefix="rollback", revisions=revisions, initial={"version": version})
+        if self.can("reschedule", fed):
+            forms["reschedule_form"] = ReasonForm(prefix="reschedule", initial={"version": version})
+        if self.can("delete", fed):
+            forms["delete_form"] = DeleteForm(prefix="delete", expected=fed.name, initial={"version": version})
         return forms
 
 
-class ObjectActionView(ObjectDetailView):
-    """A POST-only write on one object. On a refusal the detail page comes back with the bound
-    form saying why, so nothing typed is lost and nothing is a 500."""
+class ObjectVerbView(VerbViewMixin, ObjectDetailView):
+    """A POST-only write on one object (``core.views.VerbViewMixin``); on a refusal the detail
+    page comes back with the bound form saying why."""
 
-    http_method_names = ("post",)
-    write_permission = ""
-    form_key = ""
-    prefix = ""
-
-    def get_permission_required(self) -> tuple[str, ...]:
-        return (VIEW, self.write_permission)
-
-    def make_form(self, fed: FederatedObject):
-        return ReasonForm(self.request.POST, prefix=self.prefix)
-
-    def perform(self, fed: FederatedObject, form) -> str | None:
-        raise NotImplementedError
+    form_class = ReasonForm
 
     def post(self, request, *args, **kwargs):
-        self.object = fed = self.get_object()
-        form = self.make_form(fed)
+        fed = self.get_object()
         if fed.deleting:
+            self.object = fed
+            form = self.make_form(fed)
             form.is_valid()
             form.add_error(None, _("This object is being deleted."))
-        elif form.is_valid():
-            try:
-                return redirect(self.perform(fed, form) or object_url(fed))
-            except FederationRefused as exc:
-                add_refusal(form, exc)
-        return self.render_to_response(self.get_context_data(**{self.form_key: form}))
+            return self.render_to_response(self.get_context_data(**{self.form_key: form}))
+        return super().post(request, *args, **kwargs)
 
 
-class ObjectEditView(ObjectActionView):
-    write_permission, form_key, prefix = CHANGE, "edit_form", "edit"
+class ObjectEditView(ObjectVerbView):
+    action, form_key, prefix = "change", "edit_form", "edit"
 
     def make_form(self, fed):
         return EditTemplateForm(self.request.POST, prefix=self.prefix, fed=fed)
@@ -361,10 +362,10 @@ class ObjectEditView(ObjectActionView):
                              % {"revision": fed.revision})
 
 
-class ObjectRolloutView(ObjectActionView):
+class ObjectRolloutView(ObjectVerbView):
     """Pause or resume the cross-cluster rollout (the button pressed is ``action``)."""
 
-    write_permission, form_key, prefix = MANAGE_ROLLOUT, "pause_form", "pause"
+    action, form_key, prefix = "rollout", "pause_form", "pause"
 
     def perform(self, fed, form):
         paused = self.request.POST.get("action") == "pause"
@@ -372,29 +373,29 @@ class ObjectRolloutView(ObjectActionView):
         messages.success(self.request, _("Rollout paused.") if paused else _("Rollout resumed."))
 
 
-class ObjectRollbackView(ObjectActionView):
-    write_permission, form_key, prefix = MANAGE_ROLLOUT, "rollback_form", "rollback"
+class ObjectRollbackView(ObjectVerbView):
+    action, form_key, prefix = "rollback", "rollback_form", "rollback"
 
     def make_form(self, fed):
         return RollbackForm(self.request.POST, prefix=self.prefix, revisions=list(fed.revisions.all()))
 
     def perform(self, fed, form):
         old = form.cleaned_data["revision"]
-        fed = services.rollback(fed, old, change_cause=form.cleaned_data["change_cause"])
+        revision = services.rollback(fed, old, reason=form.cleaned_data["change_cause"])
         messages.success(self.request, _("Rolled back to revision %(old)s as new revision %(new)s.")
-                         % {"old": old, "new": fed.revision})
+                         % {"old": old, "new": revision.number})
 
 
-class ObjectRescheduleView(ObjectActionView):
-    write_permission, form_key, prefix = RESCHEDULE, "reschedule_form", "reschedule"
+class ObjectRescheduleView(ObjectVerbView):
+    action, form_key, prefix = "reschedule", "reschedule_form", "reschedule"
 
     def perform(self, fed, form):
         services.reschedule(fed, reason=form.cleaned_data["reason"])
         messages.success(self.request, _("Rescheduling %(object)s: placement is computed afresh.") % {"object": fed})
 
 
-class ObjectDeleteView(ObjectActionView):
-    write_permission, form_key, prefix = DELETE, "delete_form", "delete"
+class ObjectDeleteView(ObjectVerbView):
+    action, form_key, prefix = "delete", "delete_form", "delete"
 
     def make_form(self, fed):
         return DeleteForm(self.request.POST, prefix=self.prefix, expected=fed.name)
@@ -405,10 +406,11 @@ class ObjectDeleteView(ObjectActionView):
         return reverse("federation:index")
 
 
-class ObjectCreateView(PermissionRequiredMixin, FormView):
+class ObjectCreateView(ChangePageMixin, FormView):
     """Submit a native object (or a new template for one that exists) with its policies."""
 
-    permission_required = (VIEW, ADD)
+    model = FederatedObject
+    action = "add"
     template_name = "federation/object_form.html"
     form_class = SubmitForm
 
@@ -418,16 +420,16 @@ class ObjectCreateView(PermissionRequiredMixin, FormView):
     def form_valid(self, form):
         data = form.cleaned_data
         meta = data["object"].get("metadata") if isinstance(data["object"].get("metadata"), Mapping) else {}
-        exists = FederatedObject.objects.filter(namespace=meta.get("namespace") or "", kind=data["object"].get("kind"),
-                                                name=meta.get("name")).exists()
-        if exists and not self.request.user.has_perm(CHANGE):
+        existing = FederatedObject.objects.filter(namespace=meta.get("namespace") or "", kind=data["object"].get("kind"),
+                                                  name=meta.get("name")).first()
+        if existing is not None and not may(self.request.user, "change", existing):
             form.add_error("object", _("This object is already federated, and you may not change it."))
             return self.form_invalid(form)
         try:
             fed, created = services.submit(data["object"], propagation_policy=data["propagation_policy"] or None,
                                            override_policy=data["override_policy"] or None,
                                            change_cause=data["change_cause"])
-        except FederationRefused as exc:
+        except Refused as exc:
             add_refusal(form, exc)
             return self.form_invalid(form)
         if created:
@@ -439,10 +441,6 @@ class ObjectCreateView(PermissionRequiredMixin, FormView):
 
 
 # ---------------------------------------------------------------------------- policies
-
-
-def policy_perm(kind: str, verb: str) -> str:
-    return f"federation.{verb}_{POLICY_KINDS[kind]._meta.model_name}"
 
 
 def policy_url(kind: str, policy) -> str:
@@ -479,8 +477,8 @@ class KindMixin:
         return POLICY_KINDS[self.kind]
 
 
-class PolicyListView(PermissionRequiredMixin, TemplateView):
-    permission_required = ("federation.view_propagationpolicy", "federation.view_overridepolicy")
+class PolicyListView(PermissionMixin, TemplateView):
+    model = PropagationPolicy
     template_name = "federation/policy_list.html"
 
     def get_context_data(self, **kwargs):
@@ -491,18 +489,15 @@ class PolicyListView(PermissionRequiredMixin, TemplateView):
             for policy in policies:
                 policy.summary = spec_summary(kind, policy.spec or {})
             sections.append({"kind": kind, "title": model._meta.verbose_name_plural.capitalize(), "policies": policies,
-                             "may_add": user.has_perm(policy_perm(kind, "add")),
-                             "may_delete": user.has_perm(policy_perm(kind, "delete"))})
+                             "may_add": may(user, "add", model), "may_delete": may(user, "delete", model)})
         return super().get_context_data(**kwargs) | {"sections": sections}
 
 
-class PolicyCreateView(KindMixin, PermissionRequiredMixin, FormView):
+class PolicyCreateView(KindMixin, ChangePageMixin, FormView):
     template_name = "federation/policy_form.html"
     form_class = PolicyForm
     policy = None
-
-    def get_permission_required(self):
-        return (policy_perm(self.kind, "view"), policy_perm(self.kind, "add"))
+    action = "add"
 
     def get_form_kwargs(self):
         return super().get_form_kwargs() | {"kind": self.kind, "editing": self.policy is not None}
@@ -514,14 +509,16 @@ class PolicyCreateView(KindMixin, PermissionRequiredMixin, FormView):
     def form_valid(self, form):
         data = form.cleaned_data
         try:
-            policy = services.save_policy(self.model, namespace=data["namespace"], name=data["name"], spec=data["spec"],
-                                          description=data["description"], instance=self.policy)
-        except FederationRefused as exc:
+            # A form without a version (an old tab, a script) expects nothing, as on every verb view.
+            version = data.get("version") or None
+            with concurrency.expecting(self.policy, version) if self.policy else nullcontext():
+                policy = services.save_policy(self.model, namespace=data["namespace"], name=data["name"], spec=data["spec"],
+                                              description=data["description"], instance=self.policy)
+        except Refused as exc:
             add_refusal(form, exc)
             return self.form_invalid(form)
-        verb = _("Saved") if self.policy else _("Created")
-        messages.success(self.request, _("%(verb)s %(kind)s %(policy)s.")
-                         % {"verb": verb, "kind": self.model._meta.verbose_name, "policy": policy})
+        message = _("Saved %(kind)s %(policy)s.") if self.policy else _("Created %(kind)s %(policy)s.")
+        messages.success(self.request, message % {"kind": self.model._meta.verbose_name, "policy": policy})
         return redirect(policy_url(self.kind, policy))
 
 
@@ -531,44 +528,40 @@ class PolicyDetailView(PolicyCreateView):
     template_name = "federation/policy_detail.html"
     OBJECTS_SHOWN = 100
 
+    action = "change"
+    reading_needs_action = False
+
     @cached_property
     def policy(self):
         return get_object_or_404(self.model, pk=self.kwargs["pk"])
 
-    def get_permission_required(self):
-        read = (policy_perm(self.kind, "view"),)
-        return read if self.request.method in ("GET", "HEAD") else read + (policy_perm(self.kind, "change"),)
-
     def get_initial(self):
         p = self.policy
-        return {"namespace": p.namespace, "name": p.name, "description": p.description, "spec": to_yaml(p.spec or {})}
+        return {"namespace": p.namespace, "name": p.name, "description": p.description, "spec": to_yaml(p.spec or {}),
+                "version": concurrency.etag(p)}
 
     def get_context_data(self, **kwargs):
         user, policy = self.request.user, self.policy
         used = policy.federated_objects.order_by("namespace", "kind", "name")
         context = super().get_context_data(**kwargs) | {
             "spec_yaml": to_yaml(policy.spec or {}), "used_by": list(used[: self.OBJECTS_SHOWN]), "used_count": used.count(),
-            "may_change": user.has_perm(policy_perm(self.kind, "change")),
-            "may_delete": user.has_perm(policy_perm(self.kind, "delete")),
+            "may_change": may(user, "change", policy), "may_delete": may(user, "delete", policy),
         }
         if not context["may_change"]:
             context.pop("form", None)
         return context
 
 
-class PolicyDeleteView(KindMixin, PermissionRequiredMixin, View):
+class PolicyDeleteView(KindMixin, PermissionMixin, View):
     http_method_names = ("post",)
-
-    def get_permission_required(self):
-        return (policy_perm(self.kind, "view"), policy_perm(self.kind, "delete"))
+    action = "delete"
 
     def post(self, request, *args, **kwargs):
         policy = get_object_or_404(self.model, pk=self.kwargs["pk"])
         try:
             services.delete_policy(policy)
-        except FederationRefused as exc:
-            for message in exc.errors.values():
-                messages.error(request, _("%(policy)s was not deleted: %(why)s") % {"policy": policy, "why": message})
+        except Refused as exc:
+            messages.error(request, _("%(policy)s was not deleted: %(why)s") % {"policy": policy, "why": exc.detail})
             return redirect(policy_url(self.kind, policy))
         messages.success(request, _("Deleted %(kind)s %(policy)s.") % {"kind": self.model._meta.verbose_name, "policy": policy})
         return redirect("federation:policy-list")
@@ -673,18 +666,18 @@ def water_table_html(levels: Mapping[str, Any], keys: list[str], may_cordon: boo
     return mark_safe("\n".join(out))
 
 
-class WaterLevelsView(PermissionRequiredMixin, TemplateView):
+class WaterLevelsView(PermissionMixin, TemplateView):
     """Fleet totals, per-cluster levels and weights with cordon controls, and the charts."""
 
-    permission_required = VIEW_CLUSTERS
+    model = Cluster
     template_name = "federation/water_levels.html"
 
     def get_context_data(self, **kwargs):
         hours = chosen_hours(self.request)
         levels, payload = dashboard(hours, history=None)
         keys = payload["keys"]
-        may_cordon = self.request.user.has_perm(CORDON)
-        cordons = list(ClusterCordon.objects.select_related("cluster").order_by("cluster__name"))
+        may_cordon = may(self.request.user, "cordon", Cluster)
+        cordons = list(Cluster.objects.filter(cordoned=True).order_by("name"))
         totals = []
         for key, label, *_rest in water.RESOURCES:
             if key in keys:
@@ -700,31 +693,35 @@ class WaterLevelsView(PermissionRequiredMixin, TemplateView):
             "may_cordon": may_cordon, "federation_labels": script_labels(),
             "columns": [{"key": key, "label": label, "unit": unit} for key, label, *_mid, unit in water.RESOURCES
                         if key in keys],
-            "topics": ["water-levels", "federation"],
+            "topics": ["water-levels", "fleet"],
         }
 
 
-class WaterLevelsJSONView(PermissionRequiredMixin, View):
+class WaterLevelsJSONView(PermissionMixin, View):
     """The dashboard's data for live refreshes and the hour picker (same JSON as embedded)."""
 
-    permission_required = VIEW_CLUSTERS
+    model = Cluster
 
     def get(self, request, *args, **kwargs):
         _levels, payload = dashboard(chosen_hours(request))
         return JsonResponse(payload)
 
 
-class ClusterCordonView(PermissionRequiredMixin, FormView):
+class ClusterCordonView(PermissionMixin, FormView):
     """Cordon, drain or uncordon one member cluster, with a reason. The dashboard's buttons
     post here from a dialog; without JavaScript they lead to this page's form."""
 
-    permission_required = (VIEW_CLUSTERS, CORDON)
+    model = Cluster
+    action = "cordon"
     template_name = "federation/cordon.html"
     form_class = CordonForm
 
     @cached_property
     def cluster(self) -> Cluster:
-        return get_object_or_404(Cluster, name=self.kwargs["name"])
+        cluster = get_object_or_404(Cluster, name=self.kwargs["name"])
+        if not may(self.request.user, "cordon", cluster):
+            raise PermissionDenied
+        return cluster
 
     def get_initial(self):
         action = self.request.GET.get("action")
@@ -732,18 +729,19 @@ class ClusterCordonView(PermissionRequiredMixin, FormView):
 
     def get_context_data(self, **kwargs):
         return super().get_context_data(**kwargs) | {
-            "cluster": self.cluster, "cordon": ClusterCordon.objects.filter(cluster=self.cluster).first()}
+            "cluster": self.cluster, "cordon": self.cluster if self.cluster.cordoned else None}
 
     def form_valid(self, form):
         action, reason = form.cleaned_data["action"], form.cleaned_data["reason"]
         cluster = self.cluster
         if action == "uncordon":
-            if services.uncordon(cluster, reason=reason):
+            if cluster.cordoned:
+                fleet_services.uncordon(cluster, reason=reason)
                 messages.success(self.request, _("Uncordoned %(cluster)s: it takes new replicas again.") % {"cluster": cluster.name})
             else:
                 messages.info(self.request, _("%(cluster)s was not cordoned.") % {"cluster": cluster.name})
         else:
-            services.cordon(cluster, drain=action == "drain", reason=reason)
+            fleet_services.cordon(cluster, drain=action == "drain", reason=reason)
             text = (_("Draining %(cluster)s: its replicas move to other clusters within each rollout budget.")
                     if action == "drain" else _("Cordoned %(cluster)s: no new replicas go there."))
             messages.success(self.request, text % {"cluster": cluster.name})
@@ -766,10 +764,11 @@ def whatif_chart(result: Mapping[str, Any]) -> dict[str, Any]:
             "after": {k: [r[k]["after"] for r in rows] for k in keys}}
 
 
-class WhatIfView(PermissionRequiredMixin, FormView):
+class WhatIfView(ChangePageMixin, FormView):
     """Where would this object land under this policy, and the water levels after? Commits nothing."""
 
-    permission_required = (VIEW, VIEW_CLUSTERS)
+    model = FederatedObject
+    action = "add"  # a preview needs the role that could make the change, as every what-if does
     template_name = "federation/what_if.html"
     form_class = WhatIfForm
 
@@ -782,7 +781,7 @@ class WhatIfView(PermissionRequiredMixin, FormView):
     def form_valid(self, form):
         try:
             result = whatif.what_if(form.cleaned_data["object"], form.policy_argument())
-        except FederationRefused as exc:
+        except Refused as exc:
             add_refusal(form, exc)
             return self.form_invalid(form)
         schedule = result["schedule"]

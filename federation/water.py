@@ -2,7 +2,7 @@
 
 Deploy rate is requested / allocatable (the seed's 部署率); the dynamic weight is the one a
 CPU workload would get now (``weights.dynamic_weights`` over every ready, uncordoned
-cluster). One query for the clusters, one for the cordons, one bulk insert per sample.
+cluster). One query for the clusters (cordons included), one bulk insert per sample.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from django.utils import timezone
 from core import events
 from fleet.models import Cluster
 
-from .models import ClusterCordon, WaterLevelSample
+from .models import WaterLevelSample
 from .weights import dynamic_weights
 
 #: (key, label, allocatable column, requested column, display divisor, unit)
@@ -25,16 +25,16 @@ RESOURCES = (
     ("memory", "Memory", "memory_allocatable_bytes", "memory_requested_bytes", 2**30, "GiB"),
     ("gpu", "GPU", "gpu_allocatable", "gpu_requested", 1, "GPUs"),
 )
-_COLUMNS = ("name", "ready", "pk", *(c for r in RESOURCES for c in r[2:4]))
+_COLUMNS = ("name", "ready", "pk", "cordoned", "drain", *(c for r in RESOURCES for c in r[2:4]))
 
 
 def _cores(milli: int) -> int:
     return -(-milli // 1000) if milli >= 0 else -(-(-milli) // 1000)
 
 
-def current_weights(rows: list[dict[str, Any]], cordoned: set[int]) -> dict[str, int]:
+def current_weights(rows: list[dict[str, Any]]) -> dict[str, int]:
     """CPU dynamic weights over the clusters that could take new replicas (others get 0)."""
-    usable = [r for r in rows if r["ready"] and r["pk"] not in cordoned]
+    usable = [r for r in rows if r["ready"] and not r["cordoned"]]
     weights = dynamic_weights([
         (r["name"], {"cpu": _cores(r["cpu_allocatable_milli"])},
          {"cpu": _cores(r["cpu_allocatable_milli"] - r["cpu_requested_milli"])}) for r in usable])
@@ -55,14 +55,12 @@ def _resource(row: dict[str, Any], key: str, alloc: str, req: str, divisor: int)
 def water_levels() -> dict[str, Any]:
     """Every cluster's levels, its weight and cordon state, and fleet totals."""
     rows = list(Cluster.objects.order_by("name").values(*_COLUMNS))
-    cordons = {c.cluster_id: c for c in ClusterCordon.objects.all()}
-    weights = current_weights(rows, set(cordons))
+    weights = current_weights(rows)
     clusters = []
     for row in rows:
-        cordon = cordons.get(row["pk"])
         clusters.append({
             "name": row["name"], "ready": row["ready"], "weight": weights[row["name"]],
-            "cordoned": cordon is not None, "draining": bool(cordon and cordon.drain),
+            "cordoned": row["cordoned"], "draining": row["cordoned"] and row["drain"],
             "resources": {key: _resource(row, key, alloc, req, div) for key, _, alloc, req, div, _ in RESOURCES},
         })
     totals = {}
@@ -77,13 +75,13 @@ def record_samples(now: datetime | None = None) -> int:
     """One history point per cluster; points older than the retention are dropped."""
     now = now or timezone.now()
     rows = list(Cluster.objects.values(*_COLUMNS))
-    weights = current_weights(rows, set(ClusterCordon.objects.values_list("cluster_id", flat=True)))
+    weights = current_weights(rows)
     WaterLevelSample.objects.bulk_create([
         WaterLevelSample(cluster_id=r["pk"], at=now, weight=weights[r["name"]],
                          **{c: r[c] for res in RESOURCES for c in res[2:4]}) for r in rows])
     retention = timedelta(days=getattr(settings, "MERIDIAN_WATER_LEVEL_RETENTION_DAYS", 7))
     WaterLevelSample.objects.filter(at__lt=now - retention).delete()
-    events.publish("water-levels", "sample", {"at": now.isoformat(), "clusters": len(rows)})
+    events.publish("water-levels", "water_level.sampled", {"at": now.isoformat(), "clusters": len(rows)})
     return len(rows)
 
 

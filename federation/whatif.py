@@ -6,30 +6,35 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from core.errors import Refused
+
+from .limits import deeper_than, too_deep_message
 from .models import PropagationPolicy
 from .policy import scheduling_unit, validate_propagation
 from .reconcile import fleet_snapshot
 from .render import clean_template
 from .scheduler import GPU_RESOURCE, schedule
-from .services import FederationRefused, check_policy_namespace, object_errors
+from .services import check_policy_namespace, object_errors
 
 _LEVELS = (("cpu", "cpu", 1000), ("memory", "memory", 2**30), ("gpu", GPU_RESOURCE, 1))
 
 
 def _policy_spec(policy: str | Mapping[str, Any] | None, namespace: str) -> dict[str, Any]:
     if isinstance(policy, Mapping):
+        if deeper_than(policy):
+            raise Refused.from_errors({"policy": too_deep_message()})
         errors = validate_propagation(policy)
         if errors:
-            raise FederationRefused({f"policy.{k}": v for k, v in errors.items()})
+            raise Refused.from_errors({f"policy.{k}": v for k, v in errors.items()})
         return dict(policy)
     if not policy:
-        raise FederationRefused({"policy": "name a propagation policy or give a policy spec"})
+        raise Refused.from_errors({"policy": "name a propagation policy or give a policy spec"})
     check_policy_namespace(str(policy), namespace, "policy")
     ns, _, name = str(policy).rpartition("/")
     row = (PropagationPolicy.objects.filter(namespace=ns if "/" in policy else namespace, name=name).first()
            or (None if "/" in policy else PropagationPolicy.objects.filter(namespace="", name=name).first()))
     if row is None:
-        raise FederationRefused({"policy": f"no propagation policy named {policy!r}"})
+        raise Refused.from_errors({"policy": f"no propagation policy named {policy!r}"})
     return row.spec
 
 
@@ -37,7 +42,7 @@ def what_if(obj: Any, policy: str | Mapping[str, Any] | None) -> dict[str, Any]:
     """The schedule (with its explanation) and per-cluster water levels before and after."""
     errors = object_errors(obj)
     if errors:
-        raise FederationRefused(errors)
+        raise Refused.from_errors(errors)
     template = clean_template(obj)
     spec = _policy_spec(policy, template["metadata"].get("namespace") or "")
     unit = scheduling_unit(template, spec)  # keyed namespace/name, as the object would be

@@ -11,6 +11,8 @@ class FleetConfig(AppConfig):
         from core.events import register_topic_kind
         from core.roles import grant_to_operators
 
-        grant_to_operators("fleet.sync_cluster")
-        register_topic_kind("fleet", permission="fleet.view_cluster")
-        register_topic_kind("cluster", permission="fleet.view_cluster")
+        from .models import Cluster
+
+        grant_to_operators("fleet.sync_cluster", "fleet.cordon_cluster")
+        register_topic_kind("fleet", model=Cluster)
+        register_topic_kind("cluster", model=Cluster, lookup=lambda name: Cluster.objects.filter(name=name).first())

@@ -11,6 +11,16 @@ from .models import Cluster, Node, Pod, Workload
 from .selectors import selector_q
 
 
+def refusal(message: str, code: str = "invalid") -> forms.ValidationError:
+    """A validation error whose message is shown as is.
+
+    Django and DRF %-format a ValidationError's message with its params; a message quoting
+    what the user typed (a selector or a name with a ``%`` in it) would crash that
+    formatting into a 500, so the text goes in as a parameter, never as the format.
+    """
+    return forms.ValidationError("%(message)s", code=code, params={"message": message})
+
+
 class LabelSelectorField(forms.CharField):
     def clean(self, value):
         text = super().clean(value)
@@ -19,7 +29,7 @@ class LabelSelectorField(forms.CharField):
         try:
             return parse_selector(text)
         except SelectorError as exc:
-            raise forms.ValidationError(str(exc)) from exc
+            raise refusal(str(exc)) from exc
 
 
 @extend_schema_field(OpenApiTypes.STR)
@@ -39,7 +49,7 @@ class ClusterNameField(forms.CharField):
             return None
         cluster_id = Cluster.objects.filter(name=name).values_list("pk", flat=True).first()
         if cluster_id is None:
-            raise forms.ValidationError(f"unknown cluster {name!r}")
+            raise refusal(f"unknown cluster {name!r}")
         return cluster_id
 
 

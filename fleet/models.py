@@ -12,6 +12,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from core.fields import EncryptedTextField
+
 dns_label = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
     _("Use at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit."),
@@ -45,7 +47,7 @@ class Cluster(WaterLevelFields):
     taints = models.JSONField(default=list, blank=True)
     connector = models.CharField(max_length=16, choices=ConnectorKind.choices)
     connector_config = models.JSONField(default=dict, blank=True, help_text=_("Non-secret connector settings."))
-    credentials = models.TextField(blank=True, help_text=_("Kubeconfig content; never shown or audited."))
+    credentials = EncryptedTextField(blank=True, help_text=_("Kubeconfig content; encrypted at rest, never shown or audited."))
 
     ready = models.BooleanField(default=False)
     status_reason = models.CharField(max_length=32, blank=True)
@@ -63,20 +65,33 @@ class Cluster(WaterLevelFields):
     cpu_usage_milli = models.BigIntegerField(null=True, blank=True)
     memory_usage_bytes = models.BigIntegerField(null=True, blank=True)
 
+    cordoned = models.BooleanField(default=False, help_text=_("No new replicas are scheduled here."))
+    drain = models.BooleanField(default=False, help_text=_("Cordoned, and its replicas move to other clusters."))
+    cordon_reason = models.CharField(max_length=500, blank=True)
+    cordoned_by = models.CharField(max_length=150, blank=True)
+    cordoned_at = models.DateTimeField(null=True, blank=True)
+
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
     audit_exclude = ("credentials",)
+    #: What a user writes (``core.concurrency``): not the sync's status.
+    etag_fields = ("name", "display_name", "labels", "taints", "connector", "connector_config", "cordoned", "drain")
 
     class Meta:
         ordering = ["name"]
         permissions = [
-            ("manage_tokens", "Can create, rotate and revoke cluster tokens"),
             ("sync_cluster", "Can trigger an inventory sync"),
+            ("cordon_cluster", "Can cordon, drain and uncordon member clusters"),
         ]
 
     def __str__(self) -> str:
         return self.name
+
+    def get_absolute_url(self) -> str:
+        from django.urls import reverse
+
+        return reverse("fleet:cluster-detail", args=[self.name])
 
 
 class Node(WaterLevelFields):

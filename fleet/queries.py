@@ -24,7 +24,8 @@ def percent(part: int | None, whole: int | None) -> float:
 def cluster_water_levels(queryset=None) -> list[dict]:
     """Per cluster and resource: allocatable, requested, available (display units) and the level in %."""
     rows = []
-    fields = ["name", "ready", "node_count", "ready_node_count", "last_sync", "status_message"]
+    shown = ("name", "ready", "node_count", "ready_node_count", "last_sync", "status_message", "cordoned", "drain")
+    fields = list(shown)
     for _, alloc, req, _ in WATER_LEVEL_RESOURCES:
         fields += [alloc, req]
     for cluster in (queryset if queryset is not None else Cluster.objects.all()).values(*fields):
@@ -38,7 +39,7 @@ def cluster_water_levels(queryset=None) -> list[dict]:
                 "available": max(allocatable - requested, 0) / unit,
                 "level": percent(requested, allocatable),
             })
-        rows.append({k: cluster[k] for k in ("name", "ready", "node_count", "ready_node_count", "last_sync", "status_message")} | {"resources": resources})
+        rows.append({k: cluster[k] for k in shown} | {"resources": resources})
     return rows
 
 

@@ -8,3 +8,7 @@ nodes_changed = Signal()
 #: Sent after a sync commits, with ``cluster`` and ``keys`` ((namespace, kind, name)) of the
 #: workloads created, changed or gone.
 workloads_changed = Signal()
+
+#: Sent inside the transaction that cordons, drains or uncordons ``cluster``, so listeners
+#: (the federation scheduler) change what depends on it in the same commit.
+cluster_cordoned = Signal()

@@ -20,7 +20,7 @@ import json
 import math
 import random
 from hashlib import blake2b
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -475,57 +475,47 @@ def rollout_of(annotations: Mapping[str, Any], current_hash: str) -> tuple[str, 
 # --- placement -----------------------------------------------------------------------------
 
 
-def _tolerates(taints: list[dict[str, str]], tolerations: list[dict[str, str]]) -> bool:
-    for taint in taints:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        if not any(
-            (t.get("key") in (None, "", taint.get("key")))
-            and (t.get("operator") == "Exists" or t.get("value") == taint.get("value"))
-            and t.get("effect") in (None, "", taint.get("effect"))
-            for t in tolerations
-        ):
-            return False
-    return True
+#: The placement engine: given the node objects pods may go to, a function placing one pod (a
+#: v1 Pod dict) and returning the chosen node's name, or None when it fits nowhere. The
+#: scheduling app registers kube-scheduler's cycle under its default policy
+#: (``scheduling.simplacer``) when Django starts: fleet sits below scheduling in the layers,
+#: so it is handed the engine rather than importing it.
+PlacementEngine = Callable[[list[Mapping[str, Any]]], Callable[[Mapping[str, Any]], "str | None"]]
+_placement_engine: PlacementEngine | None = None
+
+
+def set_placement_engine(engine: PlacementEngine | None) -> None:
+    global _placement_engine
+    _placement_engine = engine
 
 
 class Placer:
-    """First fit over a per-pod pseudo-random probe order: stable while nodes do not change,
-    spreads load, and costs a bounded number of probes per pod."""
-
-    PROBES = 64
+    """Places pods with the registered placement engine (the scheduling framework's default
+    policy) over the cluster's ready, schedulable nodes, each placement assumed so the next pod
+    sees it. Deterministic: the engine breaks ties by scan order and the cluster is rebuilt from
+    the seed in the same order every time. Pure: the engine only reads the node objects.
+    ``place`` keeps the node's ``used_*`` counters, which the simulated metrics read."""
 
     def __init__(self, nodes: list[SimNode]) -> None:
+        if _placement_engine is None:
+            raise RuntimeError("no placement engine registered: the scheduling app registers it when Django starts "
+                               "(or call scheduling.simplacer.register())")
         self.nodes = nodes
-        self._candidates: dict[str, list[SimNode]] = {}
-
-    def candidates(self, pod_spec: Mapping[str, Any]) -> list[SimNode]:
-        selector = pod_spec.get("nodeSelector") or {}
-        tolerations = pod_spec.get("tolerations") or []
-        key = json.dumps([selector, tolerations], sort_keys=True)
-        if key not in self._candidates:
-            self._candidates[key] = [
-                n for n in self.nodes
-                if n.schedulable and n.ready and all(n.labels.get(k) == v for k, v in selector.items()) and _tolerates(n.taints, tolerations)
-            ]
-        return self._candidates[key]
+        usable = [n for n in nodes if n.schedulable and n.ready]
+        self._by_name = {n.name: n for n in usable}
+        self._place = _placement_engine([n.obj for n in usable])
 
     def place(self, pod_key: str, pod_spec: Mapping[str, Any], cpu: int, memory: int, gpus: int) -> SimNode | None:
-        nodes = self.candidates(pod_spec)
-        if not nodes:
+        namespace, _, name = pod_key.partition("/")
+        chosen = self._place({"metadata": {"name": name, "namespace": namespace}, "spec": pod_spec})
+        if chosen is None:
             return None
-        start = fnv32a(pod_key.encode())
-        step = 1 + (start >> 7) % max(1, len(nodes) - 1)
-        for probe in range(min(self.PROBES, len(nodes))):
-            node = nodes[(start + probe * step) % len(nodes)]
-            if (node.used_cpu + cpu <= node.cpu_milli and node.used_memory + memory <= node.memory_mi
-                    and node.used_gpus + gpus <= node.gpus and node.pods < 110):
-                node.used_cpu += cpu
-                node.used_memory += memory
-                node.used_gpus += gpus
-                node.pods += 1
-                return node
-        return None
+        node = self._by_name[chosen]
+        node.used_cpu += cpu
+        node.used_memory += memory
+        node.used_gpus += gpus
+        node.pods += 1
+        return node
 
 
 def _milli(text: str) -> int:
@@ -634,9 +624,18 @@ class SimulatedCluster:
         )
         placer = Placer(nodes)
         replica_sets: list[dict[str, Any]] = []
-        pods: list[dict[str, Any]] = []
+        pods: list[dict[str, Any]] = [_bound_pod(o, placer) for o in self.overlay
+                                      if o.get("kind") == "Pod" and o.get("apiVersion") == "v1"]
         for workload in workloads:
             self._run(workload, tick, placer, replica_sets, pods)
+        pod_patches = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o.get("patch", {})
+                       for o in self._overlay("PodPatch")}
+        if pod_patches:
+            for pod in pods:
+                meta = pod["metadata"]
+                patch = pod_patches.get((meta.get("namespace", ""), meta["name"]))
+                if patch:
+                    meta.update({field: dict(value) for field, value in patch.items() if field in ("annotations", "labels")})
         return ClusterState(tick, nodes, workloads, replica_sets, pods)
 
     def _run(self, workload: dict[str, Any], tick: int, placer: Placer, replica_sets: list, pods: list) -> None:
@@ -830,6 +829,27 @@ def _pod(namespace: str, name: str, template: Mapping[str, Any], pod_spec: Mappi
         "spec": spec,
         "status": status,
     }
+
+
+def _bound_pod(obj: Mapping[str, Any], placer: Placer) -> dict[str, Any]:
+    """A pod applied through the connector, bound by ``spec.nodeName`` (no scheduling): it runs
+    there while the node exists and is ready, holding its requests like any other pod."""
+    pod = json.loads(json.dumps(obj))
+    spec = pod.setdefault("spec", {})
+    node = next((n for n in placer.nodes if n.name == spec.get("nodeName")), None)
+    created = pod["metadata"].get("creationTimestamp") or iso(EPOCH)
+    running = node is not None and node.ready
+    if node is not None:
+        cpu, memory, gpus = _pod_demand(spec)
+        node.used_cpu += cpu
+        node.used_memory += memory
+        node.used_gpus += gpus
+        node.pods += 1
+    state: dict[str, Any] = {"running": {"startedAt": created}} if running else {"waiting": {"reason": "ContainerCreating"}}
+    pod["status"] = {"phase": "Running" if running else "Pending", "startTime": created,
+                     "containerStatuses": [{"name": c.get("name", ""), "ready": running, "state": state}
+                                           for c in spec.get("containers") or []]}
+    return pod
 
 
 def _workload_status(kind: str, count: int, placed: int, finished_at: str | None) -> dict[str, Any]:

@@ -6,17 +6,17 @@ database is written in one transaction per cluster, so readers never see half a 
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import connection, transaction
-from django.db.models import Count, DateTimeField, JSONField, Q, Sum
+from django.db import transaction
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from core import events
 from core.audit import record_change
+from core.sql import BATCH, delete_in_batches, insert_rows
 
 from kube.quantity import BINARY_SI, DECIMAL_SI, Quantity
 
@@ -28,7 +28,6 @@ from .signals import nodes_changed, workloads_changed
 logger = logging.getLogger(__name__)
 METRICS_RESOURCE = "metrics.k8s.io/v1beta1/nodes"
 MAX_REPORTED_ERRORS = 50
-BATCH = 2000
 
 
 @dataclass
@@ -117,7 +116,7 @@ def _write_nodes(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -> li
     if usage_only:
         Node.objects.bulk_update(usage_only, list(USAGE_FIELDS), batch_size=BATCH)
     gone = [pk for name, (pk, _, _) in existing.items() if name not in snapshot.nodes]
-    _delete_in_batches(Node, gone)
+    delete_in_batches(Node, gone)
     report.created["nodes"], report.updated["nodes"], report.deleted["nodes"] = len(create), len(update), len(gone)
     return [row["name"] for row in create] + [node.name for node in update]
 
@@ -138,7 +137,7 @@ def _write_workloads(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -
     if update:
         Workload.objects.bulk_update(update, [f for f in row_fields(Workload) if f not in {"namespace", "kind", "name"}], batch_size=BATCH)
     gone = [pk for key, (pk, _) in existing.items() if key not in snapshot.workloads]
-    _delete_in_batches(Workload, gone)
+    delete_in_batches(Workload, gone)
     report.created["workloads"], report.updated["workloads"], report.deleted["workloads"] = len(create), len(update), len(gone)
     rows = Workload.objects.filter(cluster=cluster).values_list("pk", "namespace", "kind", "name")
     changed = [(row["namespace"], row["kind"], row["name"]) for row in create]
@@ -220,52 +219,5 @@ def water_level(cluster: Cluster) -> dict:
     }
 
 
-def insert_rows(model, rows: list[dict], now: datetime) -> None:
-    """Plain multi-row INSERTs for large creates: the facts are already validated, so the
-    ORM's per-field preparation (most of bulk_create's cost at 10^5 rows) is skipped."""
-    if not rows:
-        return
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    placeholders = ", ".join(["%s"] * len(fields))
-    sql = f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) VALUES ({placeholders})"
-    encoders = [_encoder(f) for f in fields]
-    stamped = [dict(row, created=now, updated=now) for row in rows]
-    if connection.vendor == "postgresql":
-        _copy_rows(model, fields, stamped)
-        return
-    with connection.cursor() as cursor:
-        for start in range(0, len(stamped), BATCH):
-            cursor.executemany(sql, [[encode(row.get(f.attname)) for f, encode in zip(fields, encoders)]
-                                     for row in stamped[start : start + BATCH]])
-
-
-def _copy_rows(model, fields, rows: list[dict]) -> None:
-    """PostgreSQL's COPY: the fastest way in, several times a multi-row INSERT."""
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    json_columns = {f.attname for f in fields if isinstance(f, JSONField)}
-    with connection.cursor() as cursor:
-        with cursor.cursor.copy(f"COPY {connection.ops.quote_name(model._meta.db_table)} ({columns}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row([
-                    json.dumps(row.get(f.attname), separators=(",", ":")) if f.attname in json_columns and row.get(f.attname) is not None
-                    else row.get(f.attname)
-                    for f in fields
-                ])
-
-
-def _encoder(field):
-    if isinstance(field, JSONField):
-        return lambda value: None if value is None else json.dumps(value, separators=(",", ":"))
-    if isinstance(field, DateTimeField):
-        return lambda value: connection.ops.adapt_datetimefield_value(value)
-    return lambda value: value
-
-
 def row_fields(model) -> list[str]:
     return [f.attname for f in model._meta.concrete_fields if not f.primary_key and f.attname not in {"cluster_id", "created", "updated"}]
-
-
-def _delete_in_batches(model, pks: list[int]) -> None:
-    for start in range(0, len(pks), BATCH):
-        model.objects.filter(pk__in=pks[start : start + BATCH]).delete()

@@ -6,12 +6,10 @@ import logging
 
 from celery import shared_task
 from django.utils import timezone
-from redis.exceptions import LockError
 
 from core import events
 from core.context import acting_as
-from core.jobs import JobCanceled, create_job, running
-from core.redis import get_redis
+from core.locks import LockBusy, hold
 from core.sharding import sharded_task
 
 from .connectors.base import ConnectorError
@@ -21,41 +19,31 @@ from .services import connector_for
 from .sync import mark_unreachable, sync_cluster
 
 logger = logging.getLogger(__name__)
-LOCK_SECONDS = 300
-BUSY_RETRY_SECONDS = 5
 
 
-def cluster_shard_key(cluster_name: str, **_: object) -> str:
+def cluster_shard_key(cluster_name: str) -> str:
     return f"cluster/{cluster_name}"
 
 
 @sharded_task(shard_key=cluster_shard_key, name="fleet.sync_cluster", ignore_result=True)
-def sync_cluster_task(cluster_name: str, job_id: int | None = None) -> dict | None:
-    """Sync one cluster; a second sync of the same cluster while one runs is skipped."""
-    lock = get_redis().lock(f"meridian:lock:fleet-sync:{cluster_name}", timeout=LOCK_SECONDS, blocking=False)
-    if not lock.acquire():
-        if job_id is not None:  # someone asked for this sync: run it after the one in progress
-            sync_cluster_task.apply_async((cluster_name,), {"job_id": job_id}, countdown=BUSY_RETRY_SECONDS)
-        logger.info("sync of %s already running; %s", cluster_name, "requeued" if job_id else "skipped")
-        return None
+def sync_cluster_task(cluster_name: str, requested: bool = False) -> dict | None:
+    """Sync one cluster, one sync per cluster at a time.
+
+    A periodic sync that finds one running is skipped (the running one does the work); a
+    requested one (a user's "sync now", a registration) runs after it (``LockBusy`` retries).
+    """
     try:
-        cluster = Cluster.objects.filter(name=cluster_name).first()
-        if cluster is None:
-            return None
-        with acting_as("system:fleet-sync"):
-            if job_id is None:
+        with hold(f"fleet-sync-{cluster_name}"):
+            cluster = Cluster.objects.filter(name=cluster_name).first()
+            if cluster is None:
+                return {"cluster": cluster_name, "ok": False, "message": "no such cluster"}
+            with acting_as("system:fleet-sync"):
                 return _sync(cluster)
-            try:
-                with running(job_id) as job:
-                    job.result = _sync(cluster)
-                    return job.result
-            except JobCanceled:
-                return None
-    finally:
-        try:
-            lock.release()
-        except LockError:  # it expired during a very long sync; nothing to release
-            logger.warning("sync lock of %s expired before the sync ended", cluster_name)
+    except LockBusy:
+        if requested:
+            raise
+        logger.info("sync of %s already running; skipped", cluster_name)
+        return {"cluster": cluster_name, "skipped": "a sync of this cluster is running"}
 
 
 def _sync(cluster: Cluster) -> dict:
@@ -69,23 +57,14 @@ def _sync(cluster: Cluster) -> dict:
 
 
 @shared_task(name="fleet.resync_fleet", ignore_result=True)
-def resync_fleet() -> int:
+def resync_fleet() -> dict:
     """Beat: queue a sync of every cluster on its shard, and publish the fleet's water level."""
     names = list(Cluster.objects.values_list("name", flat=True))
     for name in names:
         sync_cluster_task.delay(name)
     publish_fleet_summary()
-    return len(names)
+    return {"clusters": len(names)}
 
 
 def publish_fleet_summary() -> None:
     events.send_now("fleet", "fleet.summary", fleet_summary())
-
-
-@shared_task(name="fleet.full_resync", ignore_result=True)
-def full_resync() -> None:
-    """A recorded full resync (job row), run less often than the incremental one."""
-    with acting_as("system:fleet-sync"):
-        job = create_job("fleet.full_resync")
-        with running(job.pk) as job:
-            job.result = {"clusters": resync_fleet()}

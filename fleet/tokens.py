@@ -6,10 +6,12 @@ cluster, so a leaked agent token of one cluster reads nothing of another.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from datetime import timedelta
 
 from django.db import transaction
+from redis.exceptions import RedisError
 from django.utils import timezone
 
 from core.audit import record_change
@@ -18,6 +20,7 @@ from core.models import hash_token
 
 from .models import Cluster, ClusterToken
 
+logger = logging.getLogger(__name__)
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 #: Machine callers (node agents, webhooks) authenticate on every request: the token's
 #: cluster is cached by the token's hash for this long, and dropped at once when the token is
@@ -38,7 +41,7 @@ def issue_token(cluster: Cluster, kind: str, *, name: str = "", rotate: bool = F
             older = active_tokens(cluster, kind)
             digests = list(older.values_list("key_hash", flat=True))
             revoked = older.update(revoked=timezone.now())
-            transaction.on_commit(lambda: _revoked(digests))
+            transaction.on_commit(lambda: _revoked(digests), robust=True)
         token = ClusterToken.objects.create(
             cluster=cluster, kind=kind, name=name, key_prefix=raw[:8], key_hash=hash_token(raw), created_by=current_actor().name
         )
@@ -53,7 +56,7 @@ def revoke_token(token: ClusterToken) -> bool:
     with transaction.atomic():
         updated = ClusterToken.objects.filter(pk=token.pk, revoked__isnull=True).update(revoked=timezone.now())
         if updated:
-            transaction.on_commit(lambda: _revoked([token.key_hash]))
+            transaction.on_commit(lambda: _revoked([token.key_hash]), robust=True)
             record_change(token, "update", verb="revoke_token", before={"revoked": None}, after={"revoked": "now"})
     token.refresh_from_db()
     return bool(updated)
@@ -78,13 +81,16 @@ def authenticate(raw: str, kind: str) -> ClusterToken | None:
 
 
 def token_cluster(raw: str, kind: str) -> tuple[int, str] | None:
-    """``(cluster id, cluster name)`` of the active token of ``kind``, cached in Redis."""
+    """``(cluster id, cluster name)`` of the active token of ``kind``, cached in Redis.
+
+    Machine endpoints sit on member clusters' critical path (a webhook with
+    ``failurePolicy: Fail``), so the cache is only a cache: with Redis down the database
+    answers, slower, and the cache fills again once Redis is back.
+    """
     if not raw or not raw.startswith(TOKEN_PREFIX.get(kind, "\0")):
         return None
-    from core.redis import get_redis
-
     key = CACHE_KEY.format(kind=kind, digest=hash_token(raw))
-    cached = get_redis().get(key)
+    cached = _cache_get(key)
     if cached:
         cluster_id, _, name = cached.decode().partition(":")
         return int(cluster_id), name
@@ -93,8 +99,27 @@ def token_cluster(raw: str, kind: str) -> tuple[int, str] | None:
         return None
     ttl = CACHE_SECONDS if token.expires is None else min(CACHE_SECONDS, int((token.expires - timezone.now()).total_seconds()))
     if ttl > 0:
-        get_redis().set(key, f"{token.cluster_id}:{token.cluster.name}", ex=ttl)
+        _cache_set(key, f"{token.cluster_id}:{token.cluster.name}", ttl)
     return token.cluster_id, token.cluster.name
+
+
+def _cache_get(key: str) -> bytes | None:
+    from core.redis import get_redis
+
+    try:
+        return get_redis().get(key)
+    except (RedisError, OSError) as exc:
+        logger.warning("token cache unavailable (%s); checking the token in the database", exc)
+        return None
+
+
+def _cache_set(key: str, value: str, ttl: int) -> None:
+    from core.redis import get_redis
+
+    try:
+        get_redis().set(key, value, ex=ttl)
+    except (RedisError, OSError):
+        pass
 
 
 def _revoked(digests: list[str]) -> None:

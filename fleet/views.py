@@ -1,14 +1,35 @@
-"""Fleet pages: clusters with water levels, a cluster's nodes, one node."""
+"""Fleet pages: clusters with water levels, a cluster's nodes (and, for those who may, its
+cordon / drain / uncordon), one node; and the page logic both admission webhook configuration
+pages share (``WebhookPageMixin``).
+
+Reads need ``view`` on clusters; cordoning needs ``fleet.cordon_cluster`` (``core.permissions``),
+and its form is only shown to those who hold it. The write goes through ``fleet.services``
+like the API's, so the federation scheduler reschedules what runs there in the same commit.
+"""
 
 from __future__ import annotations
 
-from django.contrib.auth.mixins import PermissionRequiredMixin
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from django import forms
+from django.contrib import messages
 from django.db.models import F
-from django.shortcuts import get_object_or_404
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.utils.translation import gettext as _
 from django.views.generic import DetailView, TemplateView
 
+from core import concurrency
+from core.errors import Refused
+from core.forms import add_refusal
+from core.views import PermissionMixin, VerbViewMixin
 from kube.labels import SelectorError, parse_selector
+from kube.manifests import dump_documents
 
+from . import services, webhooks
+from .connectors.base import ConnectorError
+from .forms import CordonForm
 from .models import Cluster, Node
 from .queries import cluster_water_levels, fleet_summary, percent
 from .selectors import selector_q
@@ -16,8 +37,8 @@ from .selectors import selector_q
 NODE_PAGE = 100
 
 
-class ClusterListView(PermissionRequiredMixin, TemplateView):
-    permission_required = "fleet.view_cluster"
+class ClusterListView(PermissionMixin, TemplateView):
+    model = Cluster
     template_name = "fleet/cluster_list.html"
 
     def get_context_data(self, **kwargs):
@@ -28,10 +49,10 @@ class ClusterListView(PermissionRequiredMixin, TemplateView):
         }
 
 
-class ClusterDetailView(PermissionRequiredMixin, DetailView):
-    """A cluster's water level and a searchable node table (label selector, keyset pages)."""
+class ClusterDetailView(PermissionMixin, DetailView):
+    """A cluster's water level, its cordon state (with the cordon form for those who may) and
+    a searchable node table (label selector, keyset pages)."""
 
-    permission_required = "fleet.view_cluster"
     model = Cluster
     slug_field = slug_url_kwarg = "name"
     template_name = "fleet/cluster_detail.html"
@@ -67,11 +88,36 @@ class ClusterDetailView(PermissionRequiredMixin, DetailView):
             selector=selector_text,
             topics=[f"cluster-{cluster.name}"],
         )
+        if self.can("cordon", cluster):
+            context.setdefault("cordon_form", CordonForm(prefix="cordon", initial={"version": concurrency.etag(cluster)}))
         return context
 
 
-class NodeDetailView(PermissionRequiredMixin, DetailView):
-    permission_required = "fleet.view_node"
+class ClusterCordonView(VerbViewMixin, ClusterDetailView):
+    """Cordon, drain or uncordon from the cluster's page; a refusal (a missing reason, a stale
+    version) comes back on the page's form with what was typed."""
+
+    action, form_class, prefix, form_key = "cordon", CordonForm, "cordon", "cordon_form"
+
+    def perform(self, cluster, form):
+        action, reason = form.cleaned_data["action"], form.cleaned_data["reason"]
+        if action == "uncordon":
+            if not cluster.cordoned:
+                messages.info(self.request, _("%(cluster)s was not cordoned.") % {"cluster": cluster.name})
+            else:
+                services.uncordon(cluster, reason=reason)
+                messages.success(self.request, _("Uncordoned %(cluster)s: it takes new replicas again.")
+                                 % {"cluster": cluster.name})
+        else:
+            services.cordon(cluster, drain=action == "drain", reason=reason)
+            text = (_("Draining %(cluster)s: its replicas move to other clusters within each rollout budget.")
+                    if action == "drain" else _("Cordoned %(cluster)s: no new replicas go there."))
+            messages.success(self.request, text % {"cluster": cluster.name})
+        return cluster.get_absolute_url() + "#cordon"
+
+
+class NodeDetailView(PermissionMixin, DetailView):
+    model = Node
     template_name = "fleet/node_detail.html"
     context_object_name = "node"
 
@@ -107,3 +153,81 @@ def _cpu_map(rows: list | None) -> list[dict]:
                                 for n, cores in sorted(numas.items())]}
         for s, numas in sorted(sockets.items())
     ]
+
+
+class WebhookPageMixin(PermissionMixin):
+    """A page (a ``FormView`` with ``fleet.forms.WebhookConfigurationForm`` or a subclass) that
+    shows one of Meridian's webhook configurations for a cluster, with the API server's token
+    files, before anything is applied; holders of ``fleet.change_cluster`` apply it from there.
+
+    A refusal (no real URL, a bad or missing CA bundle) lands on its field with everything
+    typed kept, and nothing is written; the preview stays in view. Subclasses set ``webhook``
+    and say which cluster the form is about and where to go once applied.
+    """
+
+    model = Cluster
+    action = "change"
+    webhook: ClassVar[webhooks.WebhookConfig]
+
+    def webhook_cluster(self, form: forms.Form) -> Cluster | None:
+        raise NotImplementedError
+
+    @staticmethod
+    def form_values(form: forms.Form) -> Mapping[str, Any]:
+        """The typed values once cleaned (a field a refusal was put on is left out), or the
+        initial ones while the form is unbound."""
+        if not form.is_bound:
+            return form.initial
+        form.is_valid()
+        return form.cleaned_data
+
+    def applied_url(self, cluster: Cluster) -> str:
+        raise NotImplementedError
+
+    def get(self, request, *args, **kwargs) -> HttpResponse:
+        form = self.get_form()  # type: ignore[attr-defined]
+        return self.render_to_response(self.get_context_data(form=form, **self.shown(form)))  # type: ignore[attr-defined]
+
+    def form_valid(self, form: forms.Form) -> HttpResponse:
+        cluster = self.webhook_cluster(form)
+        if cluster is not None and "apply" in self.request.POST and self.apply_webhook(form, cluster):
+            return redirect(self.applied_url(cluster))
+        return self.render_to_response(self.get_context_data(form=form, **self.shown(form)))  # type: ignore[attr-defined]
+
+    def shown(self, form: forms.Form) -> dict[str, Any]:
+        """The preview for the form's values (its initial ones while unbound), as YAML; a
+        refusal goes on the bound form and into ``missing``."""
+        cluster = self.webhook_cluster(form)
+        if cluster is None:
+            return {}
+        values = self.form_values(form)
+        try:
+            preview = webhooks.preview(cluster, self.webhook, base_url=values.get("base_url") or None,
+                                       ca_bundle=values.get("ca_bundle") or "")
+        except Refused as exc:
+            if form.is_bound and not form.errors:
+                add_refusal(form, exc)
+            return {"manifest_yaml": None, "missing": exc.errors}
+        return {"manifest_kind": preview.configuration["kind"], "manifest_yaml": dump_documents([preview.configuration]),
+                "admission_yaml": dump_documents([preview.files["admission_configuration"]]),
+                "kubeconfig_yaml": dump_documents([preview.files["kubeconfig"]]),
+                "files": preview.files["files"], "missing": preview.missing}
+
+    def apply_webhook(self, form: forms.Form, cluster: Cluster) -> bool:
+        """Apply through ``fleet.webhooks.apply``; a refusal or a cluster fault goes on the form."""
+        data = form.cleaned_data
+        try:
+            webhooks.apply(cluster, self.webhook, base_url=data["base_url"] or None, ca_bundle=data["ca_bundle"])
+        except Refused as exc:
+            add_refusal(form, exc)
+            return False
+        except ConnectorError as exc:
+            form.add_error(None, _("The cluster refused or could not be reached: %(error)s") % {"error": exc})
+            return False
+        messages.success(self.request, _("Applied %(name)s to %(cluster)s.") % {"name": self.webhook.name,
+                                                                                "cluster": cluster.name})
+        return True
+
+    def get_context_data(self, **kwargs):
+        cluster = self.webhook_cluster(kwargs["form"]) if "form" in kwargs else None
+        return super().get_context_data(**kwargs) | {"may_apply": self.can("change", cluster)}  # type: ignore[misc]

@@ -57,6 +57,7 @@ __all__ = [
     "pod_requests",
     "quota_usage",
     "register_workload_kind",
+    "validate_pod_resources",
     "workload_components",
     "workload_kind",
     "workload_pod_template",
@@ -522,6 +523,86 @@ def quota_usage(pod: Mapping[str, Any], *, now: datetime | None = None) -> Resou
     limits = pod_limits(pod, use_status_resources=True)
     _add_into(usage, _compute_usage(requests, limits))
     return usage
+
+
+# ---------------------------------------------------------------------------------------
+# Validation (pkg/apis/core/validation: validateResourceRequirements)
+
+_IS_NEGATIVE = "must be greater than or equal to 0"
+_IS_NOT_INTEGER = "must be an integer"
+
+
+def _overcommit_allowed(name: str) -> bool:
+    """Upstream IsOvercommitAllowed: native resources other than hugepages."""
+    native = "/" not in name or "kubernetes.io/" in name
+    return native and not name.startswith(_HUGEPAGES_PREFIX)
+
+
+def _requirement_errors(resources: Mapping[str, Any], path: str, *, limits_only: bool = False) -> list[str]:
+    """The quantity rules of upstream ``validateResourceRequirements`` for one ``resources`` object.
+
+    Every request and limit must be non-negative (``ValidateNonnegativeQuantity``), extended
+    resources whole numbers (``IsIntegerResourceName``), a request at most its limit, and a
+    resource that cannot be overcommitted (extended resources, hugepages) needs a limit equal
+    to its request. Resource names and hugepage divisibility are not checked here.
+    """
+    errors: list[str] = []
+    parsed: dict[str, ResourceList] = {}
+    for field in ("limits",) if limits_only else ("limits", "requests"):
+        raw = _mapping(resources.get(field), f"{path}.{field}") or {}
+        parsed[field] = {}
+        for name, value in raw.items():
+            where = f"{path}.{field}[{name}]"
+            try:
+                amount = _quantity(value, where)
+            except QuantityError as exc:
+                errors.append(f"{where}: Invalid value: {_short(value)}: {exc}")
+                continue
+            parsed[field][str(name)] = amount
+            if amount.sign() < 0:
+                errors.append(f'{where}: Invalid value: "{amount}": {_IS_NEGATIVE}')
+            elif _is_extended_resource(str(name)) and amount.milli_value() % 1000:
+                errors.append(f'{where}: Invalid value: "{amount}": {_IS_NOT_INTEGER}')
+    limits = parsed.get("limits", {})
+    for name, request in parsed.get("requests", {}).items():
+        limit = limits.get(name)
+        if limit is not None:
+            if request != limit and not _overcommit_allowed(name):
+                errors.append(f'{path}.requests: Invalid value: "{request}": must be equal to {name} limit of {limit}')
+            elif request > limit:
+                errors.append(f'{path}.requests: Invalid value: "{request}": must be less than or equal to {name} limit of {limit}')
+        elif not _overcommit_allowed(name):
+            errors.append(f"{path}.limits: Required value: Limit must be set for non overcommitable resources")
+    return errors
+
+
+def validate_pod_resources(pod: Mapping[str, Any], path: str = "") -> list[str]:
+    """The resource errors the API server's pod validation reports for ``pod`` (a Pod or a pod
+    template), as ``field.Error`` strings with field paths below ``path``; empty when valid.
+
+    The rules of upstream ``validateResourceRequirements`` for every container and init
+    container, the pod-level ``spec.resources`` and ``spec.overhead``: a negative quantity
+    ``must be greater than or equal to 0``, an extended resource ``must be an integer``, a
+    request must not exceed its limit (must equal it where overcommit is not allowed).
+    Quantities themselves are parsed as ``ParseQuantity`` does, so ``"1e400"`` or a number of
+    400 digits is valid here, exactly as it is for the API server.
+    """
+    pod = _pod(pod)
+    prefix = f"{path}." if path else ""
+    spec = _section(pod, "spec")
+    errors: list[str] = []
+    for key in ("initContainers", "containers"):
+        for index, raw in enumerate(_sequence(spec.get(key), f"{prefix}spec.{key}")):
+            container = _mapping(raw, f"{prefix}spec.{key}[{index}]") or {}
+            resources = _mapping(container.get("resources"), f"{prefix}spec.{key}[{index}].resources") or {}
+            errors += _requirement_errors(resources, f"{prefix}spec.{key}[{index}].resources")
+    pod_level = _mapping(spec.get("resources"), f"{prefix}spec.resources")
+    if pod_level is not None:
+        errors += _requirement_errors(pod_level, f"{prefix}spec.resources")
+    overhead = _mapping(spec.get("overhead"), f"{prefix}spec.overhead")
+    if overhead is not None:
+        errors += _requirement_errors({"limits": overhead}, f"{prefix}spec.overhead", limits_only=True)
+    return [e.replace(".overhead.limits[", ".overhead[") for e in errors]
 
 
 # ---------------------------------------------------------------------------------------

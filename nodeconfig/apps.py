@@ -10,22 +10,35 @@ class NodeconfigConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_migrate
 
+        from core import live
         from core.events import register_topic_kind
         from core.roles import grant_to_operators
         from fleet.signals import nodes_changed
 
-        grant_to_operators("nodeconfig.emergency_downgrade", "nodeconfig.manage_rollout", "nodeconfig.add_configtarget",
-                           "nodeconfig.change_configtarget", "nodeconfig.delete_configtarget")
-        register_topic_kind("nodeconfig", permission="nodeconfig.view_configtarget")
-        register_topic_kind("nodeconfig-target", permission="nodeconfig.view_configtarget")
+        from .models import TARGET_LIVE, ConfigTarget
+        from .rollout import progress_events
+
+        grant_to_operators("nodeconfig.add_configtarget", "nodeconfig.change_configtarget", "nodeconfig.delete_configtarget",
+                           "nodeconfig.rollback_configtarget", "nodeconfig.rollout_configtarget",
+                           "nodeconfig.downgrade_configtarget")
+        register_topic_kind("nodeconfig", model=ConfigTarget)
+        register_topic_kind("nodeconfig-target", model=ConfigTarget, lookup=_target)
+        live.register(TARGET_LIVE, progress_events)
         nodes_changed.connect(_queue_node_reconcile, dispatch_uid="nodeconfig-nodes-changed")
         from .seed_types import ensure_seed_types
 
         post_migrate.connect(ensure_seed_types, sender=self, dispatch_uid="nodeconfig-seed-types")
 
 
+def _target(object_id: str):
+    from .models import ConfigTarget
+
+    return ConfigTarget.objects.filter(pk=int(object_id)).first() if object_id.isdigit() else None
+
+
 def _queue_node_reconcile(sender, cluster, names, **_) -> None:
-    from .tasks import reconcile_nodes_task
+    """Nodes an inventory sync changed: match them again, as a job per chunk (sent after commit)."""
+    from core.jobs import enqueue
 
     for start in range(0, len(names), 5000):
-        reconcile_nodes_task.delay(cluster.name, names[start : start + 5000])
+        enqueue("nodeconfig.reconcile_nodes", cluster.name, names[start : start + 5000], obj=cluster)

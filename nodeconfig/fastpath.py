@@ -13,7 +13,9 @@ from a second round trip. Anything it is not sure about, and requests sent with
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
+import time
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -22,8 +24,10 @@ import orjson
 
 from fleet.tokens import CACHE_KEY
 
-from .agent import BODY_KEY, ETAG_KEY
+from .etags import BODY_KEY, ETAG_KEY
 
+logger = logging.getLogger(__name__)
+PAUSE_SECONDS = 5.0
 POLL_PATH = re.compile(r"^/api/agent/v1/clusters/(?P<cluster>[^/]+)/nodes/(?P<node>[^/]+)/config$")
 
 
@@ -32,6 +36,7 @@ class AgentPollFastPath:
         self.app = app
         self.redis_url = redis_url
         self._clients: dict[int, aioredis.Redis] = {}
+        self._paused_until = 0.0
 
     def _redis(self) -> aioredis.Redis:
         import asyncio
@@ -44,7 +49,7 @@ class AgentPollFastPath:
         return client
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["method"] == "GET":
+        if scope["type"] == "http" and scope["method"] == "GET" and time.monotonic() >= self._paused_until:
             match = POLL_PATH.match(scope["path"])
             if match is not None and await self._answer(scope, match, send):
                 return
@@ -75,8 +80,11 @@ class AgentPollFastPath:
                 await send({"type": "http.response.body", "body": b""})
                 return True
             configs = await redis.get(BODY_KEY.format(etag=etag.decode()))
-        except (aioredis.RedisError, OSError):
-            return False  # Django will answer (and report the outage properly)
+        except (aioredis.RedisError, OSError) as exc:
+            self._paused_until = time.monotonic() + PAUSE_SECONDS
+            logger.warning("agent fast path: Redis fault (%s); Django answers from the database for %.0f s",
+                           exc, PAUSE_SECONDS)
+            return False
         if configs is None:
             return False
         body = b"".join((b'{"cluster":', orjson.dumps(match["cluster"]), b',"node":', orjson.dumps(match["node"]),

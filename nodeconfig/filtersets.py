@@ -6,7 +6,7 @@ from django.db.models import F, Q
 from .models import ConfigTarget, NodeConfig
 
 
-class TargetFilterSet(django_filters.FilterSet):
+class ConfigTargetFilterSet(django_filters.FilterSet):
     type = django_filters.CharFilter(field_name="config_type__name")
     cluster = django_filters.CharFilter(field_name="cluster__name")
 

@@ -2,8 +2,9 @@
 
 Forms only parse what a person typed; every rule about targets (names, selectors, conflicts,
 schemas) lives in ``services`` so the UI and the API refuse exactly the same things. A
-refusal from the services is put back on the form with ``add_refusal``, on the field it is
-about when there is one.
+refusal from the services is put back on the form with ``core.forms.add_refusal``, on the
+field it is about when there is one. Forms that change a target carry its ``version`` (its
+ETag), so a save made after someone else's change is refused instead of overwriting it.
 """
 
 from __future__ import annotations
@@ -16,36 +17,14 @@ import yaml
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from core.forms import BlockFieldsForm
+from core import concurrency
+from core.forms import BlockFieldsForm, VersionField
 from fleet.models import Cluster
 
 from .models import ConfigRevision, ConfigTarget, ConfigType
-from .services import TargetRefused, TargetSpec
+from .services import TargetSpec
 
 CONFIRM_WORD = "DOWNGRADE"
-
-#: Validation reason codes that are about one form field (the services name no field for them).
-REFUSAL_FIELDS = {
-    "node_names_without_last_duration": "last_duration",
-    "selector_with_last_duration": "last_duration",
-    "global_with_last_duration": "last_duration",
-    "selector_parse_failed": "node_label_selector",
-    "selector_key_not_allowed": "node_label_selector",
-    "label_selector_not_supported": "node_label_selector",
-    "priority_not_supported": "priority",
-    "node_names_overlap": "node_names",
-}
-
-
-def add_refusal(form: forms.Form, exc: TargetRefused) -> None:
-    """Show a service refusal on the form: on its field if the form has one, else above the form."""
-    field = exc.field or REFUSAL_FIELDS.get(exc.code)
-    form.add_error(field if field in form.fields and field not in _disabled(form) else None, exc.detail)
-
-
-def _disabled(form: forms.Form) -> set[str]:
-    return {name for name, field in form.fields.items() if field.disabled}
-
 
 def parse_config(text: str) -> dict[str, Any]:
     """A config body typed as JSON or YAML; it must be an object (mapping)."""
@@ -105,6 +84,7 @@ class TargetForm(BlockFieldsForm):
                                                    help_text=_("Pause the rollout when more delivered nodes than this fail."))
     reason = forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.Textarea(attrs={"rows": 2}),
                              help_text=_("Why you make this change; kept in the revision history."))
+    version = VersionField()
 
     def __init__(self, *args: Any, target: ConfigTarget | None = None, **kwargs: Any) -> None:
         if target is not None:
@@ -150,7 +130,7 @@ def initial_for(target: ConfigTarget) -> dict[str, Any]:
         "node_names": "\n".join(target.node_names), "last_duration": target.last_duration,
         "config": json.dumps(target.config, indent=2, ensure_ascii=False, sort_keys=True),
         "wave_size": target.wave_size, "wave_interval_seconds": target.wave_interval_seconds,
-        "failure_threshold_percent": target.failure_threshold_percent,
+        "failure_threshold_percent": target.failure_threshold_percent, "version": concurrency.etag(target),
     }
 
 
@@ -158,11 +138,13 @@ class ReasonForm(BlockFieldsForm):
     """A write that must say why (delete, restore): the reason lands in the revision and the audit log."""
 
     reason = forms.CharField(max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
+    version = VersionField()
 
 
 class RollbackForm(BlockFieldsForm):
     revision = forms.TypedChoiceField(coerce=int, label=_("Revision"))
     reason = forms.CharField(max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
+    version = VersionField()
 
     def __init__(self, *args: Any, revisions: list[ConfigRevision] = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -180,6 +162,7 @@ class RolloutForm(BlockFieldsForm):
 
     action = forms.ChoiceField(choices=ACTIONS)
     reason = forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 40}))
+    version = VersionField()
 
 
 class DiffForm(BlockFieldsForm):

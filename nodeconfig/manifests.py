@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from kube.manifests import dump_documents
+
 CLUSTER_ANNOTATION = "meridian.io/cluster"
 
 
@@ -95,4 +97,4 @@ def to_manifest(*, api_version: str, kind: str, name: str, cluster: str | None, 
 
 
 def dump_manifests(manifests: list[dict[str, Any]]) -> str:
-    return yaml.safe_dump_all(manifests, sort_keys=False, default_flow_style=False)
+    return dump_documents(manifests)

@@ -11,7 +11,11 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from core.models import Revision
 from fleet.models import Cluster, Node
+
+#: The ``core.live`` kind of a target's coalesced rollout-progress summary.
+TARGET_LIVE = "nodeconfig-target"
 
 
 class ConfigType(models.Model):
@@ -112,12 +116,23 @@ class ConfigTarget(models.Model):
         constraints = [models.UniqueConstraint(fields=["config_type", "name"], name="nodeconfig_target_type_name")]
         indexes = [models.Index(fields=["config_type", "deleted"], name="nodeconfig_target_live_idx")]
         permissions = [
-            ("emergency_downgrade", "Can trigger and restore the emergency downgrade"),
-            ("manage_rollout", "Can pause, resume and advance rollouts"),
+            ("rollback_configtarget", "Can roll a config target back to an earlier revision"),
+            ("rollout_configtarget", "Can pause, resume, advance and promote a config target's rollout"),
+            ("downgrade_configtarget", "Can trigger and restore the emergency downgrade"),
         ]
+
+    #: What a user writes (``core.concurrency``): the ETag moves with these, not with status.
+    etag_fields = ("config_type_id", "name", "cluster_id", "node_label_selector", "priority", "node_names",
+                   "last_duration", "config", "wave_size", "wave_interval_seconds", "failure_threshold_percent",
+                   "revision_id", "deleted", "paused")
 
     def __str__(self) -> str:
         return f"{self.config_type.name}/{self.name}"
+
+    def get_absolute_url(self) -> str:
+        from django.urls import reverse
+
+        return reverse("nodeconfig:target-detail", args=[self.pk])
 
     @property
     def mode(self) -> str:
@@ -128,19 +143,10 @@ class ConfigTarget(models.Model):
         return self.Mode.GLOBAL
 
 
-class ConfigRevision(models.Model):
+class ConfigRevision(Revision):
     """An immutable snapshot of a target's spec: who changed it, when and why."""
 
-    class Action(models.TextChoices):
-        CREATE = "create", _("Created")
-        UPDATE = "update", _("Updated")
-        ROLLBACK = "rollback", _("Rolled back")
-        DELETE = "delete", _("Deleted")
-        RESTORE = "restore", _("Restored")
-
     target = models.ForeignKey(ConfigTarget, on_delete=models.CASCADE, related_name="revisions")
-    number = models.PositiveIntegerField()
-    action = models.CharField(max_length=16, choices=Action.choices)
     cluster_name = models.CharField(max_length=63, blank=True)
     node_label_selector = models.CharField(max_length=1000, blank=True)
     priority = models.IntegerField(default=0)
@@ -148,10 +154,6 @@ class ConfigRevision(models.Model):
     last_duration = models.CharField(max_length=32, blank=True)
     config = models.JSONField(default=dict, blank=True)
     config_hash = models.CharField(max_length=12)
-    rollback_of = models.PositiveIntegerField(null=True, blank=True)
-    reason = models.TextField(blank=True)
-    created_by = models.CharField(max_length=150, blank=True)
-    created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["target", "-number"]

@@ -18,21 +18,23 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from core import events
-from core.redis import get_redis
-from fleet.models import Node
+from core import jobs, live
+from core.locks import hold
+from fleet.models import Cluster, Node
 from fleet.selectors import requirement_q
 from kube.labels import SelectorError, parse_selector
 
+from .etags import REDIS_FAULTS, refresh_etags
+from .katalyst import runs_katalyst
 from .matching import TargetRef
-from .models import ConfigRevision, ConfigTarget, ConfigType, NodeConfig
+from .models import TARGET_LIVE, ConfigRevision, ConfigTarget, ConfigType, NodeConfig
 from .planning import ScopedTarget, TargetIndex, node_labels_with_cluster, overlay_hash
 
 logger = logging.getLogger(__name__)
 BATCH = 2000
-LOCK_SECONDS = 300
 ROW_FIELDS = ("matched_target_id", "target_id", "revision_id", "base_revision_id", "config_hash")
-DIRTY_KEY = "meridian:nodeconfig:dirty-targets"
+PUSH_TASK = "nodeconfig.push_to_cluster"
+REFRESH_TASK = "nodeconfig.refresh_etags"
 
 
 @dataclass(frozen=True)
@@ -124,8 +126,7 @@ def reconcile(config_type: ConfigType, *, node_ids: Iterable[int] | None = None,
     ``target_ids`` names targets whose status must be refreshed even if no node changed.
     """
     now = now or timezone.now()
-    lock = get_redis().lock(f"meridian:lock:nodeconfig:{config_type.pk}", timeout=LOCK_SECONDS, blocking_timeout=LOCK_SECONDS)
-    with lock:
+    with hold(f"nodeconfig-type-{config_type.pk}"):  # LockBusy: another pass of this type runs; the task retries
         return _reconcile(config_type, None if node_ids is None else list(node_ids), now, set(target_ids))
 
 
@@ -240,32 +241,41 @@ def _count_matches(config_type: ConfigType, target_ids: set[int] | None) -> None
 
 
 def after_write(node_ids: Sequence[int]) -> None:
-    """After commit: agents' ETags, and the mirror in clusters that run Katalyst's agents."""
-    from .agent import refresh_etags
+    """After commit: agents' ETags, and the mirror in clusters that run Katalyst's agents.
 
-    if node_ids:
+    Both are durable: an ETag refresh that cannot reach Redis becomes a job the outbox sends
+    again, and pushes are jobs, so neither is lost to a Redis blip after the rows committed.
+    """
+    if not node_ids:
+        return
+    try:
         refresh_etags(node_ids)
-        queue_pushes(node_ids)
+    except REDIS_FAULTS as exc:
+        logger.warning("could not refresh %s agents' ETags (%s); queued as a job", len(node_ids), exc)
+        for start in range(0, len(node_ids), 50_000):
+            jobs.enqueue(REFRESH_TASK, list(node_ids[start : start + 50_000]))
+    queue_pushes(node_ids)
 
 
 def queue_pushes(node_ids: Sequence[int]) -> None:
-    from fleet.models import Cluster
-
-    from .katalyst import runs_katalyst
-    from .tasks import push_to_cluster
-
-    clusters = Cluster.objects.filter(pk__in=Node.objects.filter(pk__in=list(node_ids)[:50_000]).values("cluster_id"))
-    for cluster in clusters.only("name", "connector", "connector_config", "api_resources"):
+    """A push job per affected cluster that runs Katalyst agents: the changed nodes' CNCs."""
+    ids = list(node_ids)
+    by_cluster: dict[int, list[str]] = {}
+    for start in range(0, len(ids), 50_000):
+        for cluster_id, name in Node.objects.filter(pk__in=ids[start : start + 50_000]).values_list("cluster_id", "name"):
+            by_cluster.setdefault(cluster_id, []).append(name)
+    if not by_cluster:
+        return
+    clusters = Cluster.objects.filter(pk__in=list(by_cluster)).only("pk", "name", "connector", "connector_config",
+                                                                    "api_resources")
+    for cluster in clusters:
         if runs_katalyst(cluster.api_resources, cluster.connector, cluster.connector_config or {}):
-            names = list(Node.objects.filter(cluster=cluster, pk__in=list(node_ids)[:5000]).values_list("name", flat=True))
-            push_to_cluster.delay(cluster.name, names if len(node_ids) <= 5000 else None)
+            jobs.enqueue(PUSH_TASK, cluster.name, sorted(by_cluster[cluster.pk]), obj=cluster)
 
 
 def mark_dirty(target_ids: Iterable[int]) -> None:
-    """Targets whose progress changed; the progress publisher coalesces them."""
-    ids = [str(i) for i in target_ids if i]
-    if ids:
-        get_redis().sadd(DIRTY_KEY, *ids)
+    """Targets whose progress changed; ``core.live`` coalesces them into one summary a tick."""
+    live.mark(TARGET_LIVE, [i for i in target_ids if i])
 
 
 # ---------------------------------------------------------------------------- incremental entry points
@@ -294,19 +304,6 @@ def nodes_for_targets(config_type: ConfigType, target_ids: Sequence[int]) -> set
             continue
         ids.update(Node.objects.filter(q).values_list("pk", flat=True))
     return ids
-
-
-def reconcile_targets(config_type: ConfigType, target_ids: Sequence[int]) -> ReconcileReport:
-    """After a target change: reconcile only what it can affect, then start its first wave."""
-    report = reconcile(config_type, node_ids=nodes_for_targets(config_type, target_ids), target_ids=target_ids)
-    from .rollout import advance_rollout
-
-    for target in ConfigTarget.objects.filter(pk__in=target_ids, deleted=False):
-        if _paced(target):
-            advance_rollout(target)
-    mark_dirty(target_ids)
-    events.publish("nodeconfig", "nodeconfig.reconciled", report.as_dict() | {"targets": list(target_ids)})
-    return report
 
 
 def reconcile_nodes(node_ids: Sequence[int]) -> list[ReconcileReport]:

@@ -2,8 +2,8 @@
 
 Counts come from one aggregate over the target's node config rows. "Delivered" means the
 node's config now names the revision (upstream's "updated"); "applied" means its agent said
-so. Progress events are coalesced: writers mark targets dirty, one publisher sends a
-summary per dirty target every couple of seconds, however many nodes reported.
+so. Progress events are coalesced (``core.live``): writers mark targets, and one summary
+per marked target goes out each tick, however many nodes reported.
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ from django.db import transaction
 from django.db.models import Count, F, Q, QuerySet
 from django.utils import timezone
 
-from core import events
+from core import concurrency, events
 from core.audit import record_change
 from core.context import acting_as
-from core.redis import get_redis
 
-from .models import ConfigTarget, NodeConfig
+from .models import ConfigTarget, ConfigType, NodeConfig
 from .planning import wave_count
-from .reconcile import DIRTY_KEY, after_write, mark_dirty
+from .reconcile import ReconcileReport, after_write, mark_dirty, nodes_for_targets, reconcile
 
 State = ConfigTarget.RolloutState
 
@@ -67,6 +66,9 @@ def _summary(target: ConfigTarget, counts: dict[str, int]) -> dict[str, Any]:
     result = {name: counts.get(name, 0) for name in ("targeted", "delivered", "applied", "failed")}
     result["pending"] = result["delivered"] - result["applied"] - result["failed"]
     result["held"] = result["targeted"] - result["delivered"]
+    current = target.revision.number if target.revision_id else 0
+    # Until the reconciler has matched the current revision, no count above is about it.
+    result["delivery"] = "delivered" if target.observed_revision >= current else "pending"
     return result | {"target": target.name, "target_id": target.pk, "config_type": target.config_type.name,
                      "revision": target.observed_revision or (target.revision.number if target.revision_id else 0),
                      "hash": target.config_hash, "rollout_state": target.rollout_state, "paused": target.paused,
@@ -85,7 +87,7 @@ def advance_rollout(target: ConfigTarget, *, now: datetime | None = None, force:
     """
     now = now or timezone.now()
     with transaction.atomic():
-        target = ConfigTarget.objects.select_for_update(of=("self",)).select_related("config_type", "revision").get(pk=target.pk)
+        target = ConfigTarget.objects.select_for_update(no_key=True, of=("self",)).select_related("config_type", "revision").get(pk=target.pk)
         counts = progress(target)
         if target.deleted or not target.wave_size or target.rollout_state == State.COMPLETE:
             return counts
@@ -135,18 +137,11 @@ def _release_wave(target: ConfigTarget, size: int, now: datetime) -> int:
     return len(held)
 
 
-def resume(target: ConfigTarget, *, reason: str = "") -> ConfigTarget:
-    from .services import set_paused
-
-    target = set_paused(target, False, reason=reason)
-    advance_rollout(target)
-    return target
-
-
 def promote(target: ConfigTarget, *, reason: str = "") -> dict[str, Any]:
     """Release every held node now (end the pacing)."""
     with transaction.atomic():
-        locked = ConfigTarget.objects.select_for_update().get(pk=target.pk)
+        locked = ConfigTarget.objects.select_for_update(no_key=True).get(pk=target.pk)
+        concurrency.check(locked)
         released = _release_wave(locked, 10**9, timezone.now())
         locked.paused = False
         _set_state(locked, State.COMPLETE, "promoted: all nodes released")
@@ -165,14 +160,23 @@ def step_all(now: datetime | None = None) -> int:
     return stepped
 
 
-def publish_progress(limit: int = 500) -> int:
-    """Send one progress summary per dirty target (coalescing any number of reports)."""
-    redis = get_redis()
-    ids = [int(i) for i in redis.spop(DIRTY_KEY, limit) or []]
-    if not ids:
-        return 0
-    targets = ConfigTarget.objects.filter(pk__in=ids).select_related("config_type", "revision")
+def progress_events(keys: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
+    """``core.live`` builder: one summary per marked target, on the list and on its own topic."""
+    targets = ConfigTarget.objects.filter(pk__in=[int(k) for k in keys if k.isdigit()]).select_related(
+        "config_type", "revision")
+    out = []
     for target_id, summary in progress_many(targets).items():
-        events.send_now("nodeconfig", "nodeconfig.progress", summary)
-        events.send_now(f"nodeconfig-target-{target_id}", "nodeconfig.progress", summary)
-    return len(ids)
+        out.append(("nodeconfig", "target.progress", summary))
+        out.append((f"nodeconfig-target-{target_id}", "target.progress", summary))
+    return out
+
+
+def reconcile_targets(config_type: ConfigType, target_ids: list[int]) -> ReconcileReport:
+    """After a target change: reconcile only what it can affect, then start paced rollouts' first wave."""
+    report = reconcile(config_type, node_ids=nodes_for_targets(config_type, target_ids), target_ids=target_ids)
+    for target in ConfigTarget.objects.filter(pk__in=target_ids, deleted=False):
+        if target.wave_size and not target.emergency and target.rollout_state != State.COMPLETE:
+            advance_rollout(target)
+    mark_dirty(target_ids)
+    events.publish("nodeconfig", "target.reconciled", report.as_dict() | {"targets": list(target_ids)})
+    return report

@@ -1,9 +1,11 @@
 """Every change to config types and targets: validated, versioned, audited, then reconciled.
 
-A target change is one transaction: the target row, its new immutable revision and the
-audit entry commit together or not at all, and matching runs after commit. A refused
-target raises ``TargetRefused`` before anything is written, so it never changes what any
-node runs.
+A target change is one transaction: the target row, its new immutable revision, the audit
+entry and the job that reconciles it commit together or not at all. Validation runs inside
+that transaction under the config type's row lock, so two writers of one type cannot both
+pass the overlap checks. A refused target raises ``core.errors.Refused`` (``code`` = a
+contracts.md reason code or a Meridian one, ``field`` = the input at fault) before anything
+is written, so it never changes what any node runs.
 """
 
 from __future__ import annotations
@@ -16,35 +18,41 @@ from typing import Any
 
 import jsonschema
 from django.db import IntegrityError, transaction
-from django.db.models import Max
 from django.utils import timezone
 
+from core import concurrency, jobs, revisions
 from core.audit import record_change, snapshot
-from core.context import current_actor
+from core.errors import Refused
+from core.models import Job
 from fleet.models import Cluster
+from kube.hashing import stable_hash
+from kube.labels import SelectorError, parse_selector, validate_label_key
 
+from . import manifests, rollout
 from .hashing import config_hash
 from .matching import TargetRef, parse_go_duration
 from .models import ConfigRevision, ConfigTarget, ConfigType
 from .planning import parse_wave_size
+from .reconcile import match_preview
 from .validation import TargetProblem, validate_target
 
 NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 EMERGENCY_TYPE = "AdminQoSConfiguration"
 EMERGENCY_CONFIG = {"reclaimedResourceConfig": {"enableReclaim": False}}
-SPEC_FIELDS = ("cluster", "node_label_selector", "priority", "node_names", "last_duration", "config")
-ROLLOUT_FIELDS = ("wave_size", "wave_interval_seconds", "failure_threshold_percent")
 
 
-class TargetRefused(ValueError):
-    """A target that may not be saved; ``code`` is a contracts.md reason code or a Meridian one."""
-
-    def __init__(self, code: str, detail: str, *, field: str | None = None) -> None:
-        super().__init__(detail)
-        self.code, self.detail, self.field = code, detail, field
-
-    def as_dict(self) -> dict[str, str]:
-        return {"code": self.code, "detail": self.detail}
+#: Validation reason codes and the input each is about (the pages put the message there).
+REASON_FIELDS = {
+    "node_names_without_last_duration": "last_duration",
+    "selector_with_last_duration": "last_duration",
+    "global_with_last_duration": "last_duration",
+    "selector_parse_failed": "node_label_selector",
+    "selector_key_not_allowed": "node_label_selector",
+    "label_selector_not_supported": "node_label_selector",
+    "priority_not_supported": "priority",
+    "node_names_overlap": "node_names",
+    "both_selector_and_node_names": "node_label_selector",
+}
 
 
 @dataclass
@@ -92,29 +100,33 @@ def problems_for(config_type: ConfigType, spec: TargetSpec, *, emergency: bool =
 
 
 def check_spec(config_type: ConfigType, spec: TargetSpec, *, emergency: bool = False) -> None:
-    """Raise TargetRefused for the first problem, naming the field or the other target."""
+    """Raise Refused for the first problem, naming the field or the other target.
+
+    Call it inside the write transaction, after ``_lock_type``: the overlap checks read the
+    type's other targets, which must not change until this write commits.
+    """
     if not NAME_PATTERN.match(spec.name or ""):
-        raise TargetRefused("invalid_name", "Name must be a DNS subdomain: lowercase letters, digits, '-' and '.'.", field="name")
+        raise Refused("invalid_name", "Name must be a DNS subdomain: lowercase letters, digits, '-' and '.'.", field="name")
     if spec.cluster and not Cluster.objects.filter(name=spec.cluster).exists():
-        raise TargetRefused("unknown_cluster", f"There is no member cluster named {spec.cluster!r}.", field="cluster")
+        raise Refused("unknown_cluster", f"There is no member cluster named {spec.cluster!r}.", field="cluster")
     if not isinstance(spec.config, Mapping):
-        raise TargetRefused("config_invalid", "config must be a JSON object.", field="config")
+        raise Refused("config_invalid", "config must be a JSON object.", field="config")
     if spec.last_duration:
         try:
             if parse_go_duration(spec.last_duration).total_seconds() <= 0:
                 raise ValueError("must be positive")
         except ValueError as exc:
-            raise TargetRefused("last_duration_invalid", f"lastDuration {spec.last_duration!r}: {exc}", field="last_duration") from exc
+            raise Refused("last_duration_invalid", f"lastDuration {spec.last_duration!r}: {exc}", field="last_duration") from exc
     if spec.wave_size:
         try:
             parse_wave_size(spec.wave_size)
         except ValueError as exc:
-            raise TargetRefused("wave_size_invalid", str(exc), field="wave_size") from exc
+            raise Refused("wave_size_invalid", str(exc), field="wave_size") from exc
     if not 0 <= spec.failure_threshold_percent <= 100:
-        raise TargetRefused("failure_threshold_invalid", "failure threshold must be 0–100 percent.", field="failure_threshold_percent")
+        raise Refused("failure_threshold_invalid", "failure threshold must be 0–100 percent.", field="failure_threshold_percent")
     problems = problems_for(config_type, spec, emergency=emergency)
     if problems:
-        raise TargetRefused(problems[0].reason, problems[0].message)
+        raise Refused(problems[0].reason, problems[0].message, field=REASON_FIELDS.get(problems[0].reason))
     if config_type.schema:
         check_config(config_type, spec.config)
 
@@ -125,13 +137,15 @@ def check_config(config_type: ConfigType, config: Mapping[str, Any]) -> None:
     if errors:
         error = errors[0]
         where = ".".join(str(p) for p in error.absolute_path) or "config"
-        raise TargetRefused("config_invalid", f"{where}: {error.message}", field="config")
+        raise Refused("config_invalid", f"{where}: {error.message}", field="config")
 
 
 # ---------------------------------------------------------------------------- targets
 
-def _next_number(target: ConfigTarget) -> int:
-    return (target.revisions.aggregate(n=Max("number"))["n"] or 0) + 1
+def _lock_type(config_type: ConfigType) -> None:
+    """Serialise the writers of one config type for the rest of the transaction (validation
+    reads the type's other targets). SQLite's IMMEDIATE transactions are exclusive already."""
+    ConfigType.objects.select_for_update(no_key=True).filter(pk=config_type.pk).values_list("pk", flat=True).first()
 
 
 def _apply_spec(target: ConfigTarget, spec: TargetSpec, now: datetime) -> None:
@@ -155,13 +169,11 @@ def _apply_spec(target: ConfigTarget, spec: TargetSpec, now: datetime) -> None:
 
 
 def _revise(target: ConfigTarget, action: str, reason: str, *, rollback_of: int | None = None) -> ConfigRevision:
-    revision = ConfigRevision.objects.create(
-        target=target, number=_next_number(target), action=action,
+    revision = revisions.write_revision(
+        target.revisions.all(), owner=target, owner_field="target", action=action, reason=reason, rollback_of=rollback_of,
         cluster_name=target.cluster.name if target.cluster else "", node_label_selector=target.node_label_selector,
         priority=target.priority, node_names=list(target.node_names), last_duration=target.last_duration,
-        config=target.config, config_hash=target.config_hash, rollback_of=rollback_of, reason=reason,
-        created_by=current_actor().name[:150],
-    )
+        config=target.config, config_hash=target.config_hash)
     target.revision = revision
     target.save()
     return revision
@@ -172,15 +184,22 @@ def save_target(config_type: ConfigType, spec: TargetSpec, *, reason: str = "", 
     """Create or update the target ``spec.name``; returns (target, created).
 
     An unchanged spec writes nothing. A deleted target of the same name is revived, keeping
-    its history. Concurrent writers of one name serialize on the row lock.
+    its history. Concurrent writers of one type serialize on the type's row lock, and the
+    spec is validated under it; a writer holding a stale ETag (``core.concurrency``) is refused.
     """
-    check_spec(config_type, spec, emergency=emergency)
     now = timezone.now()
     with transaction.atomic():
-        target = (ConfigTarget.objects.select_for_update().filter(config_type=config_type, name=spec.name).first())
+        _lock_type(config_type)
+        target = ConfigTarget.objects.select_for_update(no_key=True).filter(config_type=config_type, name=spec.name).first()
         created = target is None or target.deleted
         if target is not None and not target.deleted and expect_new:
-            raise TargetRefused("already_exists", f"A {config_type.name} target named {spec.name!r} already exists.", field="name")
+            raise Refused("already_exists", f"A {config_type.name} target named {spec.name!r} already exists.", field="name")
+        if target is not None:
+            concurrency.check(target)
+            if target.emergency and not target.deleted and not emergency:
+                raise Refused("emergency", f"{target} is an emergency downgrade: its scope and body are fixed; "
+                                           "restore it and start another one instead.")
+        check_spec(config_type, spec, emergency=emergency)
         if target is not None and not created and _same_spec(target, spec):
             return target, False
         before = snapshot(target) if target is not None else None
@@ -188,14 +207,10 @@ def save_target(config_type: ConfigType, spec: TargetSpec, *, reason: str = "", 
             target = ConfigTarget(config_type=config_type, name=spec.name, emergency=emergency)
         target.deleted = False
         _apply_spec(target, spec, now)
-        try:
-            with transaction.atomic():
-                target.save()
-        except IntegrityError as exc:  # a concurrent create of the same name won
-            raise TargetRefused("already_exists", f"A {config_type.name} target named {spec.name!r} already exists.") from exc
+        target.save()
         _revise(target, ConfigRevision.Action.CREATE if created else ConfigRevision.Action.UPDATE, reason)
         record_change(target, "create" if before is None else "update", before=before, after=snapshot(target), reason=reason)
-    schedule_reconcile(target)
+        schedule_reconcile(target)
     return target, created
 
 
@@ -219,77 +234,53 @@ def spec_of(target: ConfigTarget, **changes: Any) -> TargetSpec:
     return spec
 
 
-def delete_target(target: ConfigTarget, *, reason: str = "", action: str = ConfigRevision.Action.DELETE) -> None:
-    """Soft delete: nodes fall back to the next target; history stays."""
+def delete_target(target: ConfigTarget, *, reason: str = "", action: str = ConfigRevision.Action.DELETE) -> Job | None:
+    """Soft delete: nodes fall back to the next target; history stays. Returns the reconcile job."""
     with transaction.atomic():
-        locked = ConfigTarget.objects.select_for_update().get(pk=target.pk)
+        locked = ConfigTarget.objects.select_for_update(no_key=True).get(pk=target.pk)
         if locked.deleted:
-            return
+            return None
+        concurrency.check(locked)
+        if locked.emergency and action != ConfigRevision.Action.RESTORE:
+            raise Refused("emergency", "An emergency downgrade is ended with Restore, not deleted.")
         before = snapshot(locked)
         locked.deleted = True
         locked.rollout_state = ConfigTarget.RolloutState.COMPLETE
         _revise(locked, action, reason)
         record_change(locked, "delete", before=before, reason=reason)
+        job = schedule_reconcile(locked)
     target.refresh_from_db()
-    schedule_reconcile(target)
+    return job
 
 
 def rollback_target(target: ConfigTarget, number: int, *, reason: str) -> ConfigRevision:
     """A new revision equal to revision ``number``, validated like any other change."""
-    if not reason.strip():
-        raise TargetRefused("reason_required", "Say why you roll back.", field="reason")
-    old = target.revisions.filter(number=number).first()
-    if old is None:
-        raise TargetRefused("unknown_revision", f"{target} has no revision {number}.", field="revision")
-    if old.action == ConfigRevision.Action.DELETE:
-        raise TargetRefused("unknown_revision", f"Revision {number} records a deletion; pick a revision with a spec.", field="revision")
+    revisions.require_reason(reason)
+    old = revisions.revision_to_restore(target.revisions.all(), number, target)
     spec = spec_of(target, cluster=old.cluster_name or None, node_label_selector=old.node_label_selector,
                    priority=old.priority, node_names=tuple(old.node_names), last_duration=old.last_duration,
                    config=old.config)
-    check_spec(target.config_type, spec, emergency=target.emergency)
     with transaction.atomic():
-        locked = ConfigTarget.objects.select_for_update().get(pk=target.pk)
+        _lock_type(target.config_type)
+        locked = ConfigTarget.objects.select_for_update(no_key=True).get(pk=target.pk)
+        concurrency.check(locked)
+        check_spec(target.config_type, spec, emergency=target.emergency)
         before = snapshot(locked)
         locked.deleted = False
         _apply_spec(locked, spec, timezone.now())
         revision = _revise(locked, ConfigRevision.Action.ROLLBACK, reason, rollback_of=number)
         record_change(locked, "update", verb="rollback", before=before, after=snapshot(locked), reason=reason)
+        schedule_reconcile(locked)
     target.refresh_from_db()
-    schedule_reconcile(target)
     return revision
-
-
-def diff_revisions(a: ConfigRevision, b: ConfigRevision) -> list[dict[str, Any]]:
-    """Field-level differences from ``a`` to ``b``; config compared leaf by leaf."""
-    changes: list[dict[str, Any]] = []
-    spec_a, spec_b = a.spec(), b.spec()
-    for field in SPEC_FIELDS:
-        if field == "config":
-            _diff_values("config", spec_a["config"], spec_b["config"], changes)
-        elif spec_a[field] != spec_b[field]:
-            changes.append({"path": field, "op": "change", "old": spec_a[field], "new": spec_b[field]})
-    return changes
-
-
-def _diff_values(path: str, old: Any, new: Any, changes: list[dict[str, Any]]) -> None:
-    if isinstance(old, Mapping) and isinstance(new, Mapping):
-        for key in sorted(set(old) | set(new)):
-            sub = f"{path}.{key}"
-            if key not in old:
-                changes.append({"path": sub, "op": "add", "old": None, "new": new[key]})
-            elif key not in new:
-                changes.append({"path": sub, "op": "remove", "old": old[key], "new": None})
-            else:
-                _diff_values(sub, old[key], new[key], changes)
-    elif old != new or type(old) is not type(new):
-        changes.append({"path": path, "op": "change", "old": old, "new": new})
 
 
 # ---------------------------------------------------------------------------- rollout control
 
 def set_paused(target: ConfigTarget, paused: bool, *, reason: str = "") -> ConfigTarget:
     with transaction.atomic():
-        locked = ConfigTarget.objects.select_for_update().get(pk=target.pk)
+        locked = ConfigTarget.objects.select_for_update(no_key=True).get(pk=target.pk)
+        concurrency.check(locked)
         before = {"paused": locked.paused, "rollout_state": locked.rollout_state}
         locked.paused = paused
         if locked.rollout_state != ConfigTarget.RolloutState.COMPLETE:
@@ -301,52 +292,102 @@ def set_paused(target: ConfigTarget, paused: bool, *, reason: str = "") -> Confi
     return locked
 
 
+def resume(target: ConfigTarget, *, reason: str = "") -> ConfigTarget:
+    """Unpause a paced rollout and take its next step now."""
+    target = set_paused(target, False, reason=reason)
+    rollout.advance_rollout(target)
+    target.refresh_from_db()
+    return target
+
+
 # ---------------------------------------------------------------------------- emergency downgrade
+
+def canonical_selector(selector: str) -> str:
+    """One spelling per meaning, so ``diskMode=hdd``, ``diskMode==hdd`` and ``diskMode in (hdd)``
+    are one downgrade scope: each requirement spelled one way (equality ``=``, set values sorted
+    and unique, ``>``/``<`` for gt/lt), then sorted as text, repeated requirements dropped."""
+    try:
+        parsed = parse_selector(selector)
+    except SelectorError as exc:
+        raise Refused("selector_parse_failed", f"The label selector does not parse: {exc}", field="selector") from exc
+    parts = set()
+    for req in parsed.requirements:
+        values = sorted(set(req.values))
+        op = req.operator.value
+        if op in ("=", "==", "in") and len(values) == 1:
+            parts.add(f"{req.key}={values[0]}")
+        elif op in ("!=", "notin") and len(values) == 1:
+            parts.add(f"{req.key}!={values[0]}")
+        elif op in ("in", "notin"):
+            parts.add(f"{req.key} {op} ({','.join(values)})")
+        elif op == "!":
+            parts.add(f"!{req.key}")
+        elif op == "exists":
+            parts.add(req.key)
+        else:
+            parts.add(f"{req.key}{'>' if op == 'gt' else '<'}{values[0]}")
+    return ",".join(sorted(parts))
+
 
 def emergency_name(cluster: str | None, selector: str) -> str:
     if selector:
-        from kube.hashing import stable_hash
-
-        scope = f"{cluster or ''}|{selector}"
+        scope = f"{cluster or ''}|{canonical_selector(selector)}"
         return f"emergency-downgrade-{stable_hash(scope):08x}"
     return f"emergency-downgrade-{cluster}" if cluster else "emergency-downgrade-fleet"
 
 
-def emergency_downgrade(*, cluster: str | None, selector: str, reason: str) -> tuple[ConfigTarget, bool]:
-    """Turn reclaim off now for a scope: a top-tier override, reconciled in this request.
-
-    Idempotent per scope: the name is derived from the scope and writers serialize on the
-    target row (or on its unique name), so fifty presses make one downgrade.
-    """
-    if not reason.strip():
-        raise TargetRefused("reason_required", "An emergency downgrade needs a reason.", field="reason")
+def emergency_type() -> ConfigType:
     config_type = ConfigType.objects.filter(name=EMERGENCY_TYPE).first()
     if config_type is None:
-        raise TargetRefused("unknown_type", f"Config type {EMERGENCY_TYPE} is not registered.")
+        raise Refused("unknown_type", f"Config type {EMERGENCY_TYPE} is not registered; run migrate to restore it.")
+    return config_type
+
+
+def emergency_downgrade(*, cluster: str | None, selector: str, reason: str) -> tuple[ConfigTarget, bool, Job | None]:
+    """Turn reclaim off for a scope: a top-tier override, delivered by a job.
+
+    The target, its revision, the audit entries and the delivery job commit together; the
+    delivery (matching + agents' ETags) runs on a worker and is retried until done, so a
+    Redis or worker outage delays it but never loses it, and the progress says "delivery
+    pending" until the reconciler has seen this revision. Nothing here waits for a lock.
+    Idempotent per scope: the name is derived from the scope (equivalent selector spellings
+    are one scope) and writers serialize on the type's row, so fifty presses make one
+    downgrade. Returns (target, created, delivery job).
+    """
+    if not reason.strip():
+        raise Refused("reason_required", "An emergency downgrade needs a reason.", field="reason")
+    config_type = emergency_type()
+    selector = canonical_selector(selector) if selector.strip() else ""
     spec = TargetSpec(name=emergency_name(cluster, selector), cluster=cluster, node_label_selector=selector,
                       config=dict(EMERGENCY_CONFIG))
-    try:
-        target, created = save_target(config_type, spec, reason=reason, emergency=True)
-    except TargetRefused as exc:
-        if exc.code != "already_exists":
-            raise
-        target, created = ConfigTarget.objects.get(config_type=config_type, name=spec.name), False
-    from .reconcile import reconcile_targets
+    with transaction.atomic():
+        try:
+            target, created = save_target(config_type, spec, reason=reason, emergency=True)
+        except Refused as exc:  # the downgrade's inputs are "cluster" and "selector"
+            if type(exc) is not Refused or "node_label_selector" not in exc.errors:
+                raise
+            errors = {("selector" if path == "node_label_selector" else path): messages
+                      for path, messages in exc.errors.items()}
+            raise Refused(exc.code, exc.detail, errors=errors) from exc
+        if not created:
+            return target, False, latest_delivery(target)
+        record_change(target, "update", verb="emergency_downgrade", after={"scope": scope_text(target)}, reason=reason)
+    return target, True, latest_delivery(target)
 
-    if created:
-        with transaction.atomic():
-            record_change(target, "update", verb="emergency_downgrade", after={"scope": scope_text(target)}, reason=reason)
-        reconcile_targets(config_type, [target.pk])
-    return target, created
 
-
-def restore_downgrade(target: ConfigTarget, *, reason: str) -> None:
+def restore_downgrade(target: ConfigTarget, *, reason: str) -> Job | None:
+    """End a downgrade: nodes return to exactly what they ran before it (delivered by a job)."""
     if not target.emergency:
-        raise TargetRefused("not_emergency", f"{target} is not an emergency downgrade.")
-    delete_target(target, reason=reason, action=ConfigRevision.Action.RESTORE)
-    from .reconcile import reconcile_targets
+        raise Refused("not_emergency", f"{target} is not an emergency downgrade.")
+    if not reason.strip():
+        raise Refused("reason_required", "Say why the downgrade ends.", field="reason")
+    return delete_target(target, reason=reason, action=ConfigRevision.Action.RESTORE)
 
-    reconcile_targets(target.config_type, [target.pk])
+
+def latest_delivery(target: ConfigTarget) -> Job | None:
+    """The newest job delivering this target's changes to its nodes."""
+    return Job.objects.filter(kind=RECONCILE_TASK, object_type__model="configtarget", object_id=str(target.pk)).order_by(
+        "-created").first()
 
 
 def scope_text(target: ConfigTarget) -> str:
@@ -360,20 +401,113 @@ def scope_text(target: ConfigTarget) -> str:
 
 # ---------------------------------------------------------------------------- config types
 
+KIND_PATTERN = re.compile(r"^[A-Z][A-Za-z0-9]{0,62}$")
+GROUP_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+VERSION_PATTERN = re.compile(r"^v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?$")
+RESOURCE_PATTERN = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def config_type_errors(values: Mapping[str, Any], instance: ConfigType | None) -> dict[str, str]:
+    """Everything wrong with a type's fields: the GVR an agent and a cluster resolve, the
+    selector keys per priority, the schema and the default body it must satisfy."""
+    errors: dict[str, str] = {}
+    name = values.get("name", instance.name if instance else "")
+    if instance is not None and "name" in values and values["name"] != instance.name:
+        errors["name"] = "A config type's name is its kind and cannot change; register a new type instead."
+    elif not isinstance(name, str) or not KIND_PATTERN.match(name):
+        errors["name"] = "Must be a Kubernetes kind: a capital letter, then letters and digits (at most 63)."
+    for field, pattern, what in (("group", GROUP_PATTERN, "a DNS subdomain such as config.katalyst.kubewharf.io"),
+                                 ("version", VERSION_PATTERN, "a Kubernetes API version such as v1alpha1"),
+                                 ("resource", RESOURCE_PATTERN, "a lowercase plural resource name such as adminqosconfigurations")):
+        value = values.get(field, getattr(instance, field) if instance is not None else _field_default(field))
+        if not isinstance(value, str) or len(value) > 253 or not pattern.match(value):
+            errors[field] = f"Must be {what}."
+    errors.update(_allowed_keys_errors(values.get("allowed_keys", getattr(instance, "allowed_keys", []))))
+    schema = values.get("schema", getattr(instance, "schema", None))
+    default = values.get("default_config", getattr(instance, "default_config", {}))
+    if not isinstance(default, Mapping):
+        errors["default_config"] = "Must be a JSON object."
+    if schema not in (None, {}):
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            errors["schema"] = f"Not a valid JSON schema: {exc.message}"
+        else:
+            problems = list(jsonschema.Draft202012Validator(schema).iter_errors(default or {}))
+            if problems and "default_config" not in errors:
+                errors["default_config"] = f"Does not satisfy the schema: {problems[0].message}"
+    return errors
+
+
+def _field_default(field: str) -> Any:
+    """What a new type gets for a field the request leaves out (the group and version have defaults)."""
+    default = ConfigType._meta.get_field(field).get_default()
+    return "" if default is None else default
+
+
+def _allowed_keys_errors(entries: Any) -> dict[str, str]:
+    if not isinstance(entries, list):
+        return {"allowed_keys": "Must be a list of {priority, keyList}."}
+    seen: set[int] = set()
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("priority", 0), int) \
+                or not isinstance(entry.get("keyList", []), list):
+            return {f"allowed_keys[{i}]": "Must be {\"priority\": <integer>, \"keyList\": [<label key>, ...]}."}
+        if entry.get("priority", 0) in seen:
+            return {f"allowed_keys[{i}].priority": "Each priority may appear once."}
+        seen.add(entry.get("priority", 0))
+        for key in entry.get("keyList", []):
+            problems = validate_label_key(key) if isinstance(key, str) else ["must be a string"]
+            if problems:
+                return {f"allowed_keys[{i}].keyList": f"{key!r}: {problems[0]}"}
+    return {}
+
+
 def save_config_type(values: Mapping[str, Any], *, instance: ConfigType | None = None) -> ConfigType:
-    """Register or change a type; existing targets are revalidated against new key lists."""
+    """Register or change a type; existing targets are revalidated against new key lists.
+
+    A change is validated against the type as it is under its row lock (not the caller's
+    copy, which may be stale), and the caller's ``instance`` is refreshed afterwards.
+    """
     with transaction.atomic():
-        before = snapshot(instance) if instance is not None else None
-        config_type = instance or ConfigType()
+        locked = None
+        if instance is not None:
+            locked = ConfigType.objects.select_for_update(no_key=True).get(pk=instance.pk)
+            concurrency.check(locked)
+        errors = config_type_errors(values, locked)
+        if errors:
+            raise Refused.from_errors(errors)
+        before = snapshot(locked) if locked is not None else None
+        config_type = locked or ConfigType()
         for field, value in values.items():
-            setattr(config_type, field, value)
+            setattr(config_type, field, None if field == "schema" and value == {} else value)
         config_type.default_hash = config_hash(config_type.default_config or {})
-        config_type.save()
+        try:
+            with transaction.atomic():
+                config_type.save()
+        except IntegrityError as exc:
+            raise Refused("already_exists", f"A config type named {config_type.name!r} already exists.", field="name") from exc
         record_change(config_type, "create" if before is None else "update", before=before, after=snapshot(config_type))
         if before is not None:
             _revalidate(config_type)
-    schedule_reconcile_type(config_type)
+        schedule_reconcile_type(config_type)
+    if instance is not None:
+        instance.refresh_from_db()
     return config_type
+
+
+def delete_config_type(config_type: ConfigType) -> None:
+    """Only a type without live targets goes; the emergency downgrade's type never does."""
+    if config_type.name == EMERGENCY_TYPE:
+        raise Refused("in_use", f"{config_type} carries the emergency downgrade and cannot be deleted.")
+    with transaction.atomic():
+        locked = ConfigType.objects.select_for_update(no_key=True).get(pk=config_type.pk)
+        concurrency.check(locked)
+        if locked.targets.filter(deleted=False).exists():
+            raise Refused("in_use", f"{locked} still has targets; delete them first.")
+        record_change(locked, "delete", before=snapshot(locked))
+        locked.targets.all().delete()
+        locked.delete()
 
 
 def _revalidate(config_type: ConfigType) -> None:
@@ -387,37 +521,27 @@ def _revalidate(config_type: ConfigType) -> None:
 
 # ---------------------------------------------------------------------------- reconcile hooks
 
-def schedule_reconcile(target: ConfigTarget) -> None:
-    type_id, target_id = target.config_type_id, target.pk
-
-    def queue() -> None:
-        from .tasks import reconcile_type_task
-
-        reconcile_type_task.delay(type_id, target_ids=[target_id])
-
-    transaction.on_commit(queue)
+RECONCILE_TASK = "nodeconfig.reconcile_type"
 
 
-def schedule_reconcile_type(config_type: ConfigType) -> None:
-    type_id = config_type.pk
+def schedule_reconcile(target: ConfigTarget) -> Job:
+    """The job that matches what this target change can affect (sent after commit)."""
+    return jobs.enqueue(RECONCILE_TASK, target.config_type_id, target_ids=[target.pk], obj=target,
+                        params={"target": target.name, "revision": target.revision.number if target.revision_id else None})
 
-    def queue() -> None:
-        from .tasks import reconcile_type_task
 
-        reconcile_type_task.delay(type_id)
-
-    transaction.on_commit(queue)
+def schedule_reconcile_type(config_type: ConfigType) -> Job:
+    """A full matching pass over every node for the type (its keys or default changed)."""
+    return jobs.enqueue(RECONCILE_TASK, config_type.pk, obj=config_type, params={"type": config_type.name})
 
 
 def preview(config_type: ConfigType, spec: TargetSpec, *, limit: int = 50) -> dict[str, Any]:
     """Which nodes ``spec`` would match now and what saving it would run into."""
-    from .reconcile import match_preview
-
     try:
         check_spec(config_type, spec)
         problem = None
-    except TargetRefused as exc:
-        problem = exc.as_dict()
+    except Refused as exc:
+        problem = {"code": exc.code, "detail": exc.detail}
     conflicts = [{"code": p.reason, "detail": p.message} for p in problems_for(config_type, spec)] \
         if problem is None or problem["code"] not in UNREADABLE else []
     matches = match_preview(config_type, spec, limit=limit) if problem is None or problem["code"] not in UNREADABLE \
@@ -434,31 +558,32 @@ UNREADABLE = frozenset({"selector_parse_failed", "unknown_cluster", "invalid_nam
 
 def import_manifests(text: str, *, reason: str = "") -> list[tuple[ConfigTarget, bool]]:
     """Create or update a target per upstream object; one bad object refuses the whole import."""
-    from . import manifests
-
-    objects = manifests.load_documents(text)
-    if not objects:
-        raise manifests.ManifestError("yaml", "no objects found")
-    results = []
-    with transaction.atomic():
-        for i, obj in enumerate(objects):
-            fields = manifests.target_fields(obj)
-            config_type = ConfigType.objects.filter(name=fields["type"]).first()
-            if config_type is None:
-                raise TargetRefused("unknown_type", f"object {i + 1}: config type {fields['type']!r} is not registered.")
-            spec = TargetSpec(name=fields["name"], cluster=fields["cluster"], node_label_selector=fields["node_label_selector"],
-                              priority=fields["priority"], node_names=tuple(fields["node_names"]),
-                              last_duration=fields["last_duration"], config=fields["config"], wave_size=fields["wave_size"])
-            target, created = save_target(config_type, spec, reason=reason or "imported from YAML")
-            if fields["paused"] and not target.paused:
-                target = set_paused(target, True, reason="spec.paused in the imported object")
-            results.append((target, created))
+    try:
+        objects = manifests.load_documents(text)
+        if not objects:
+            raise manifests.ManifestError("yaml", "no objects found")
+        results = []
+        with transaction.atomic():
+            for i, obj in enumerate(objects):
+                fields = manifests.target_fields(obj)
+                config_type = ConfigType.objects.filter(name=fields["type"]).first()
+                if config_type is None:
+                    raise Refused("unknown_type", f"object {i + 1}: config type {fields['type']!r} is not registered.",
+                                  field="yaml")
+                spec = TargetSpec(name=fields["name"], cluster=fields["cluster"],
+                                  node_label_selector=fields["node_label_selector"], priority=fields["priority"],
+                                  node_names=tuple(fields["node_names"]), last_duration=fields["last_duration"],
+                                  config=fields["config"], wave_size=fields["wave_size"])
+                target, created = save_target(config_type, spec, reason=reason or "imported from YAML")
+                if fields["paused"] and not target.paused:
+                    target = set_paused(target, True, reason="spec.paused in the imported object")
+                results.append((target, created))
+    except manifests.ManifestError as exc:
+        raise Refused("manifest_invalid", str(exc), field="yaml") from exc
     return results
 
 
 def manifest_of(target: ConfigTarget) -> dict[str, Any]:
-    from . import manifests
-
     return manifests.to_manifest(
         api_version=target.config_type.api_version, kind=target.config_type.name, name=target.name,
         cluster=target.cluster.name if target.cluster else None, node_label_selector=target.node_label_selector,

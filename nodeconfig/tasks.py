@@ -13,18 +13,21 @@ from core.context import acting_as
 from core.sharding import sharded_task
 from fleet.models import Cluster, Node
 from fleet.simstore import spec_for
+from fleet.services import connector_for
 from fleet.simulator import agent_report
 
+from . import etags, services
 from .agent import record_reports
+from .katalyst import custom_node_config, runs_katalyst, target_object
 from .models import ConfigTarget, ConfigType, NodeConfig
-from .reconcile import reconcile, reconcile_nodes, reconcile_targets
-from .rollout import publish_progress, step_all
+from .reconcile import reconcile, reconcile_nodes
+from .rollout import reconcile_targets, step_all
 
 logger = logging.getLogger(__name__)
 SIMULATED_REPORTS_PER_RUN = 50_000
 
 
-def type_shard_key(type_id: int, **_: object) -> str:
+def type_shard_key(type_id: int) -> str:
     return f"nodeconfig-type/{type_id}"
 
 
@@ -38,10 +41,15 @@ def reconcile_type_task(type_id: int, target_ids: list[int] | None = None) -> di
         if target_ids:
             return reconcile_targets(config_type, target_ids).as_dict()
         report = reconcile(config_type)
-        from .agent import refresh_all_etags
-
-        refresh_all_etags()
+        etags.refresh_etags(etags.all_node_ids())  # the type's default is in every node's ETag
         return report.as_dict()
+
+
+@shared_task(name="nodeconfig.refresh_etags", ignore_result=True)
+def refresh_etags_task(node_ids: list[int]) -> dict:
+    """Agents' ETags that could not be refreshed after a commit (Redis was down): retried until done."""
+    etags.refresh_etags(node_ids)
+    return {"nodes": len(node_ids)}
 
 
 @shared_task(name="nodeconfig.reconcile_nodes", ignore_result=True)
@@ -63,22 +71,18 @@ def full_reconcile() -> None:
 @shared_task(name="nodeconfig.expire_targets", ignore_result=True)
 def expire_targets(now: datetime | None = None) -> int:
     """Delete node-list targets whose lastDuration has elapsed (upstream's cleanup)."""
-    from .services import delete_target
-
     now = now or timezone.now()
     expired = list(ConfigTarget.objects.filter(deleted=False, expires_at__lte=now).select_related("config_type"))
     with acting_as("system:nodeconfig-expiry"):
         for target in expired:
-            delete_target(target, reason=f"lastDuration {target.last_duration} elapsed")
+            services.delete_target(target, reason=f"lastDuration {target.last_duration} elapsed")
     return len(expired)
 
 
 @shared_task(name="nodeconfig.rollouts", ignore_result=True)
-def rollouts() -> int:
-    """Beat, every few seconds: advance paced rollouts, then publish coalesced progress."""
-    stepped = step_all()
-    publish_progress()
-    return stepped
+def rollouts() -> dict:
+    """Beat, every few seconds: advance paced rollouts (``core.publish_live`` sends their progress)."""
+    return {"stepped": step_all()}
 
 
 @shared_task(name="nodeconfig.simulate_agents", ignore_result=True)
@@ -109,22 +113,20 @@ def simulate_agents(now: float | None = None) -> int:
 
 
 
-def cluster_shard_key(cluster_name: str, **_: object) -> str:
+def cluster_shard_key(cluster_name: str) -> str:
     return f"cluster/{cluster_name}"
 
 
 @sharded_task(shard_key=cluster_shard_key, name="nodeconfig.push_to_cluster", ignore_result=True)
-def push_to_cluster(cluster_name: str, node_names: list[str] | None = None) -> int:
-    """Mirror node configs (CNCs) and live targets into a cluster running Katalyst agents."""
-    from fleet.connectors.base import ConnectorError
-    from fleet.services import connector_for
+def push_to_cluster(cluster_name: str, node_names: list[str] | None = None) -> dict:
+    """Mirror node configs (CNCs) and live targets into a cluster running Katalyst agents.
 
-    from .katalyst import custom_node_config, runs_katalyst, target_object
-    from .services import manifest_of
-
+    An unreachable or failing API server raises a transient ``ConnectorError``: the job is
+    retried with backoff until the cluster answers.
+    """
     cluster = Cluster.objects.filter(name=cluster_name).first()
     if cluster is None or not runs_katalyst(cluster.api_resources, cluster.connector, cluster.connector_config or {}):
-        return 0
+        return {"written": 0}
     rows = NodeConfig.objects.filter(cluster=cluster).exclude(config_hash="").select_related("node", "config_type", "target")
     nodes = Node.objects.filter(cluster=cluster)
     if node_names is not None:
@@ -137,14 +139,10 @@ def push_to_cluster(cluster_name: str, node_names: list[str] | None = None) -> i
     targets = ConfigTarget.objects.filter(deleted=False).filter(Q(cluster=cluster) | Q(cluster__isnull=True)).select_related(
         "config_type", "cluster", "revision")
     written = 0
-    try:
-        with connector_for(cluster) as connector:
-            for target in targets:
-                connector.apply(target_object(manifest_of(target)), field_manager="meridian-nodeconfig")
-            for name, labels in nodes.values_list("name", "labels"):
-                connector.apply(custom_node_config(name, labels or {}, entries.get(name, [])), field_manager="meridian-nodeconfig")
-                written += 1
-    except ConnectorError as exc:
-        logger.warning("pushing node configs to %s failed: %s", cluster_name, exc)
-        raise push_to_cluster.retry(exc=exc, countdown=30) from exc
-    return written
+    with connector_for(cluster) as connector:
+        for target in targets:
+            connector.apply(target_object(services.manifest_of(target)), field_manager="meridian-nodeconfig")
+        for name, labels in nodes.values_list("name", "labels"):
+            connector.apply(custom_node_config(name, labels or {}, entries.get(name, [])), field_manager="meridian-nodeconfig")
+            written += 1
+    return {"written": written}

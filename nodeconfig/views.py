@@ -4,18 +4,20 @@ emergency downgrade.
 
 Every write calls ``services`` / ``rollout`` inside the view, so the UI validates, versions
 and audits exactly like the API, and a refusal comes back as a form error, never a 500.
-Reads are for anyone holding the view permissions (every role); each write also needs
-its own model or action permission.
+Permissions go through ``core.permissions`` like the API's: reads need ``view``, each write
+its action or verb (``rollback``, ``rollout``, ``downgrade``); writes carry the target's
+version, so a stale form is refused.
 """
 
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from functools import cached_property
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.mixins import PermissionRequiredMixin
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
@@ -23,9 +25,15 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.generic import DetailView, FormView, TemplateView
 
+from core import concurrency
+from core import revisions as core_revisions
+from core.errors import Refused
+from core.forms import add_refusal
+from core.permissions import may, may_any_or_role
+from core.views import PermissionMixin, VerbViewMixin
 from fleet.models import Cluster, Node
 
-from . import manifests, rollout, services
+from . import rollout, services
 from .agent import effective_config
 from .filtersets import STATE_Q
 from .forms import (
@@ -37,19 +45,10 @@ from .forms import (
     RollbackForm,
     RolloutForm,
     TargetForm,
-    add_refusal,
 )
 from .models import ConfigTarget, ConfigType, NodeConfig
-from .services import TargetRefused
 from .validation import warnings_for
 
-VIEW = "nodeconfig.view_configtarget"
-ADD = "nodeconfig.add_configtarget"
-CHANGE = "nodeconfig.change_configtarget"
-DELETE = "nodeconfig.delete_configtarget"
-MANAGE_ROLLOUT = "nodeconfig.manage_rollout"
-EMERGENCY = "nodeconfig.emergency_downgrade"
-SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 NODE_PAGE = 100
 SEGMENTS = ("applied", "failed", "pending", "held")
 
@@ -82,33 +81,34 @@ def live_context() -> dict[str, Any]:
 
 def emergency_panel_context(request) -> dict[str, Any]:
     """The overview's emergency panel: active downgrades with live progress, and the form."""
-    if not request.user.has_perm(VIEW):
+    if not may(request.user, "view", ConfigTarget):
         return {}
     active = list(targets_with_relations().filter(emergency=True, deleted=False))
     progress = rollout.progress_many(active)
     for target in active:
         target.progress = with_bar(progress[target.pk])
         target.scope = services.scope_text(target)
-    return {"emergency_targets": active, "emergency_form": EmergencyForm(), **live_context()}
+    can_downgrade = may(request.user, "downgrade", ConfigTarget)
+    return {"emergency_targets": active, "emergency_form": EmergencyForm() if can_downgrade else None,
+            "can_downgrade": can_downgrade, **live_context()}
 
 
-class ReadWritePermissionMixin(PermissionRequiredMixin):
-    """Reading needs ``permission_required``; a POST also needs ``write_permissions``."""
+class WritePagePermissionMixin(PermissionMixin):
+    """A page that exists only to make a change (a create or import form): showing it needs
+    the change's permission too, not just ``view``; a viewer is not offered forms they cannot submit."""
 
-    permission_required = VIEW
-    write_permissions: tuple[str, ...] = ()
-
-    def get_permission_required(self) -> tuple[str, ...]:
-        read = tuple(super().get_permission_required())
-        return read if self.request.method in SAFE_METHODS else read + self.write_permissions
+    def dispatch(self, request, *args, **kwargs):
+        if request.user.is_authenticated and self.action and not may_any_or_role(request.user, self.action, self.model):
+            raise PermissionDenied
+        return super().dispatch(request, *args, **kwargs)
 
 
 # ---------------------------------------------------------------------------- lists
 
-class IndexView(PermissionRequiredMixin, TemplateView):
+class IndexView(PermissionMixin, TemplateView):
     """Live targets grouped by config type, each with its rollout progress bar."""
 
-    permission_required = VIEW
+    model = ConfigTarget
     template_name = "nodeconfig/index.html"
 
     def get_context_data(self, **kwargs):
@@ -128,10 +128,10 @@ class IndexView(PermissionRequiredMixin, TemplateView):
         }
 
 
-class ConfigTypeListView(PermissionRequiredMixin, TemplateView):
+class ConfigTypeListView(PermissionMixin, TemplateView):
     """Registered config types: GVR, allowed selector keys per priority (with advice), default body."""
 
-    permission_required = "nodeconfig.view_configtype"
+    model = ConfigType
     template_name = "nodeconfig/type_list.html"
 
     def get_context_data(self, **kwargs):
@@ -164,10 +164,10 @@ def node_state_q(target: ConfigTarget, state: str) -> Q:
     return STATE_Q[state] & current_q(target)
 
 
-class TargetDetailView(PermissionRequiredMixin, DetailView):
+class TargetDetailView(PermissionMixin, DetailView):
     """Spec, status, live progress, history with diff, the write forms, and the node table."""
 
-    permission_required = VIEW
+    model = ConfigTarget
     template_name = "nodeconfig/target_detail.html"
     context_object_name = "target"
     queryset = targets_with_relations()
@@ -193,17 +193,19 @@ class TargetDetailView(PermissionRequiredMixin, DetailView):
         return context
 
     def write_forms(self, target: ConfigTarget, revisions) -> dict[str, Any]:
-        """Only the forms this user may submit for this target."""
-        user, forms = self.request.user, {}
+        """Only the forms this user may submit for this target, each carrying its version."""
+        forms: dict[str, Any] = {}
         live = not target.deleted
-        if user.has_perm(CHANGE) and revisions:
-            forms["rollback_form"] = RollbackForm(prefix="rollback", revisions=revisions)
-        if user.has_perm(DELETE) and live and not target.emergency:
-            forms["delete_form"] = ReasonForm(prefix="delete")
-        if user.has_perm(MANAGE_ROLLOUT) and live and target.wave_size and not target.emergency:
-            forms["rollout_form"] = RolloutForm(prefix="rollout")
-        if user.has_perm(EMERGENCY) and live and target.emergency:
-            forms["restore_form"] = ReasonForm(prefix="restore")
+        version = {"version": concurrency.etag(target)}
+        if self.can("rollback", target) and revisions:
+            forms["rollback_form"] = RollbackForm(prefix="rollback", revisions=revisions, initial=version)
+        if self.can("delete", target) and live and not target.emergency:
+            forms["delete_form"] = ReasonForm(prefix="delete", initial=version)
+        if self.can("rollout", target) and live and target.wave_size and not target.emergency:
+            forms["rollout_form"] = RolloutForm(prefix="rollout", initial=version)
+        if self.can("downgrade", target) and live and target.emergency:
+            forms["restore_form"] = ReasonForm(prefix="restore", initial=version)
+        forms["can_edit"] = self.can("change", target) and live and not target.emergency
         return forms
 
     def diff_context(self, revisions) -> dict[str, Any]:
@@ -214,7 +216,7 @@ class TargetDetailView(PermissionRequiredMixin, DetailView):
             return {"diff_form": form, "diff": None}
         by_number = {r.number: r for r in revisions}
         a, b = by_number[form.cleaned_data["a"]], by_number[form.cleaned_data["b"]]
-        changes = [c | {"old_text": _show(c["old"]), "new_text": _show(c["new"])} for c in services.diff_revisions(a, b)]
+        changes = [c | {"old_text": _show(c["old"]), "new_text": _show(c["new"])} for c in core_revisions.diff_revisions(a, b)]
         return {"diff_form": form, "diff": {"a": a, "b": b, "changes": changes}}
 
     def node_context(self, target: ConfigTarget) -> dict[str, Any]:
@@ -254,45 +256,18 @@ def _show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-class TargetActionView(TargetDetailView):
-    """A POST-only write on one target. On a refusal the detail page comes back with the bound
-    form showing why, so nothing is lost and nothing is a 500."""
+class TargetVerbView(VerbViewMixin, TargetDetailView):
+    """A POST-only write on one target (``core.views.VerbViewMixin``); on a refusal the detail
+    page comes back with the bound form saying why."""
 
-    http_method_names = ["post"]
-    write_permission = ""
-    form_key = ""
-    prefix = ""
-    form_class: type = ReasonForm
-
-    def get_permission_required(self) -> tuple[str, ...]:
-        return (VIEW, self.write_permission)
-
-    def make_form(self):
-        return self.form_class(self.request.POST, prefix=self.prefix)
-
-    def post(self, request, *args, **kwargs):
-        self.object = self.get_object()
-        form = self.make_form()
-        if form.is_valid():
-            try:
-                self.perform(self.object, form)
-                return redirect(self.success_url(self.object))
-            except TargetRefused as exc:
-                add_refusal(form, exc)
-        return self.render_to_response(self.get_context_data(**{self.form_key: form}))
-
-    def perform(self, target: ConfigTarget, form) -> None:
-        raise NotImplementedError
-
-    def success_url(self, target: ConfigTarget) -> str:
-        return target_url(target)
+    form_class = ReasonForm
 
 
-class TargetRollbackView(TargetActionView):
-    write_permission, form_key, prefix, form_class = CHANGE, "rollback_form", "rollback", RollbackForm
+class TargetRollbackView(TargetVerbView):
+    action, form_key, prefix, form_class = "rollback", "rollback_form", "rollback", RollbackForm
 
-    def make_form(self):
-        return RollbackForm(self.request.POST, prefix=self.prefix, revisions=list(self.object.revisions.all()))
+    def make_form(self, target):
+        return RollbackForm(self.request.POST, prefix=self.prefix, revisions=list(target.revisions.all()))
 
     def perform(self, target, form):
         revision = services.rollback_target(target, form.cleaned_data["revision"], reason=form.cleaned_data["reason"])
@@ -300,33 +275,29 @@ class TargetRollbackView(TargetActionView):
                          % {"old": form.cleaned_data["revision"], "new": revision.number})
 
 
-class TargetDeleteView(TargetActionView):
-    write_permission, form_key, prefix = DELETE, "delete_form", "delete"
+class TargetDeleteView(TargetVerbView):
+    action, form_key, prefix = "delete", "delete_form", "delete"
 
     def perform(self, target, form):
-        if target.emergency:
-            raise TargetRefused("emergency", _("An emergency downgrade is ended with Restore, not deleted."))
         services.delete_target(target, reason=form.cleaned_data["reason"])
         messages.success(self.request, _("Deleted %(target)s; its nodes fall back to their next target.") % {"target": target})
-
-    def success_url(self, target):
         return reverse("nodeconfig:index")
 
 
-class TargetRolloutView(TargetActionView):
+class TargetRolloutView(TargetVerbView):
     """Pause / resume / advance / promote a paced rollout."""
 
-    write_permission, form_key, prefix, form_class = MANAGE_ROLLOUT, "rollout_form", "rollout", RolloutForm
+    action, form_key, prefix, form_class = "rollout", "rollout_form", "rollout", RolloutForm
 
     def perform(self, target, form):
         if target.deleted:
-            raise TargetRefused("deleted", _("This target is deleted; roll it back to revive it first."))
+            raise Refused("deleted", _("This target is deleted; roll it back to revive it first."))
         action, reason = form.cleaned_data["action"], form.cleaned_data["reason"]
         if action == "pause":
             services.set_paused(target, True, reason=reason)
             messages.success(self.request, _("Rollout paused."))
         elif action == "resume":
-            rollout.resume(target, reason=reason)
+            services.resume(target, reason=reason)
             messages.success(self.request, _("Rollout resumed."))
         elif action == "advance":
             released = rollout.advance_rollout(target, force=True).get("released_now", 0)
@@ -336,28 +307,30 @@ class TargetRolloutView(TargetActionView):
             messages.success(self.request, _("Promoted: released the %(count)s remaining nodes.") % {"count": released})
 
 
-class EmergencyRestoreView(TargetActionView):
+class EmergencyRestoreView(TargetVerbView):
     """End an emergency downgrade: nodes return to exactly what they ran before it."""
 
-    write_permission, form_key, prefix = EMERGENCY, "restore_form", "restore"
+    action, form_key, prefix = "downgrade", "restore_form", "restore"
 
-    def get_object(self, queryset=None):
-        return get_object_or_404(targets_with_relations(), pk=self.kwargs["pk"], emergency=True)
+    def get_queryset(self):
+        return targets_with_relations().filter(emergency=True)
 
     def perform(self, target, form):
         if target.deleted:
             messages.info(self.request, _("This downgrade was already restored."))
-            return
+            return None
         services.restore_downgrade(target, reason=form.cleaned_data["reason"])
-        messages.success(self.request, _("Emergency downgrade restored: reclaim follows the regular targets again."))
+        messages.success(self.request, _("Restoring: nodes return to the regular targets as the restore is delivered."))
+        return None
 
 
 # ---------------------------------------------------------------------------- create / edit / import
 
-class TargetCreateView(PermissionRequiredMixin, FormView):
+class TargetCreateView(WritePagePermissionMixin, FormView):
     """Create a target; "Preview" shows matches and conflicts without saving anything."""
 
-    permission_required = (VIEW, ADD)
+    model = ConfigTarget
+    action = "add"
     template_name = "nodeconfig/target_form.html"
     form_class = TargetForm
     target: ConfigTarget | None = None
@@ -378,10 +351,11 @@ class TargetCreateView(PermissionRequiredMixin, FormView):
             return self.render_to_response(self.get_context_data(form=form, preview=services.preview(config_type, spec)))
         before = self.target.revision_id if self.target else None
         try:
-            target, created = services.save_target(config_type, spec, reason=form.cleaned_data["reason"],
-                                                   expect_new=self.target is None,
-                                                   emergency=bool(self.target and self.target.emergency))
-        except TargetRefused as exc:
+            version = form.cleaned_data.get("version") or None  # none sent: no precondition, as without If-Match
+            with concurrency.expecting(self.target, version) if self.target else nullcontext():
+                target, created = services.save_target(config_type, spec, reason=form.cleaned_data["reason"],
+                                                       expect_new=self.target is None)
+        except Refused as exc:
             add_refusal(form, exc)
             return self.form_invalid(form)
         if created:
@@ -394,11 +368,14 @@ class TargetCreateView(PermissionRequiredMixin, FormView):
 
 
 class TargetEditView(TargetCreateView):
-    permission_required = (VIEW, CHANGE)
+    action = "change"
 
     @cached_property
     def target(self) -> ConfigTarget:
-        return get_object_or_404(targets_with_relations(), pk=self.kwargs["pk"])
+        target = get_object_or_404(targets_with_relations(), pk=self.kwargs["pk"])
+        if not self.can("change", target):
+            raise PermissionDenied
+        return target
 
     def get(self, request, *args, **kwargs):
         return self.refuse_deleted() or super().get(request, *args, **kwargs)
@@ -414,20 +391,18 @@ class TargetEditView(TargetCreateView):
         return redirect(target_url(self.target))
 
 
-class ImportView(PermissionRequiredMixin, FormView):
+class ImportView(WritePagePermissionMixin, FormView):
     """Create or update targets from upstream YAML; one bad object refuses the whole import."""
 
-    permission_required = (VIEW, ADD, CHANGE)
+    model = ConfigTarget
+    action = "add"
     template_name = "nodeconfig/import.html"
     form_class = ImportForm
 
     def form_valid(self, form):
         try:
             results = services.import_manifests(form.cleaned_data["yaml"], reason=form.cleaned_data["reason"])
-        except manifests.ManifestError as exc:
-            form.add_error("yaml", str(exc))
-            return self.form_invalid(form)
-        except TargetRefused as exc:
+        except Refused as exc:
             add_refusal(form, exc)
             return self.form_invalid(form)
         created = sum(1 for _, was_created in results if was_created)
@@ -438,13 +413,14 @@ class ImportView(PermissionRequiredMixin, FormView):
 
 # ---------------------------------------------------------------------------- emergency downgrade
 
-class EmergencyView(ReadWritePermissionMixin, FormView):
+class EmergencyView(PermissionMixin, FormView):
     """Active downgrades (anyone may look) and the downgrade form (POST needs the permission).
 
     The overview page posts here too, so a refused downgrade is explained on this page.
     """
 
-    write_permissions = (EMERGENCY,)
+    model = ConfigTarget
+    action = "downgrade"
     template_name = "nodeconfig/emergency.html"
     form_class = EmergencyForm
 
@@ -455,13 +431,13 @@ class EmergencyView(ReadWritePermissionMixin, FormView):
 
     def form_valid(self, form):
         try:
-            target, created = services.emergency_downgrade(**form.scope_args(), reason=form.cleaned_data["reason"])
-        except TargetRefused as exc:
+            target, created, _job = services.emergency_downgrade(**form.scope_args(), reason=form.cleaned_data["reason"])
+        except Refused as exc:
             add_refusal(form, exc)
             return self.form_invalid(form)
         if created:
-            messages.warning(self.request, _("Emergency downgrade active for %(scope)s: reclaim is off.")
-                             % {"scope": services.scope_text(target)})
+            messages.warning(self.request, _("Emergency downgrade started for %(scope)s: reclaim goes off as the "
+                                             "downgrade is delivered to the nodes.") % {"scope": services.scope_text(target)})
         else:
             messages.info(self.request, _("This downgrade was already active; nothing new was created."))
         return redirect(target_url(target))
@@ -469,10 +445,10 @@ class EmergencyView(ReadWritePermissionMixin, FormView):
 
 # ---------------------------------------------------------------------------- one node
 
-class NodeConfigView(PermissionRequiredMixin, TemplateView):
+class NodeConfigView(PermissionMixin, TemplateView):
     """What one node runs per config type (as its agent receives it) and what the agent reported."""
 
-    permission_required = "nodeconfig.view_nodeconfig"
+    model = NodeConfig
     template_name = "nodeconfig/node_config.html"
 
     def get_context_data(self, **kwargs):

@@ -13,16 +13,23 @@ round trip to lock and read, one to write and commit.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 from django.utils import timezone
 
+from core import sql
 from fleet.models import Cluster
 from kube.admission import AdmissionRequest
-from kube.resources import PodSpecError, UnsupportedWorkloadError, workload_components, workload_kind
+from kube.resources import (
+    PodSpecError,
+    UnsupportedWorkloadError,
+    validate_pod_resources,
+    workload_components,
+    workload_kind,
+)
 
 from . import accounting as acc
 from . import ledger
@@ -67,6 +74,55 @@ class Entry:
         return replace(entry, charge=acc.scaled(entry.per_replica, entry.replicas))
 
 
+class InvalidWorkload(PodSpecError):
+    """A workload the API server's own validation refuses (a negative request, a request above
+    its limit, …): denied with its field errors, and it never reaches the ledger."""
+
+    def __init__(self, obj: Mapping[str, Any], errors: Sequence[str]) -> None:
+        kind, name = _described(obj)
+        super().__init__(f'{kind} "{name}" is invalid: ' + "; ".join(errors))
+        self.errors = list(errors)
+
+
+def _described(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """``Deployment.apps`` and the name, as the API server words an invalid object."""
+    kind = str(obj.get("kind") or "object")
+    group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+    metadata = obj.get("metadata")
+    name = metadata.get("name", "") if isinstance(metadata, Mapping) else ""
+    return (f"{kind}.{group}" if group else kind), str(name)
+
+
+def _template_path(obj: Mapping[str, Any], template: Mapping[str, Any]) -> str:
+    """Where a workload keeps the pod template ``workload_components`` returned (for field errors)."""
+    if template is obj:
+        return ""
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    if spec.get("template") is template:
+        return "spec.template"
+    roles = spec.get("tfReplicaSpecs")
+    if isinstance(roles, Mapping):
+        for role, entry in roles.items():
+            if isinstance(entry, Mapping) and entry.get("template") is template:
+                return f"spec.tfReplicaSpecs[{role}].template"
+    return "template"
+
+
+def validate_workload(obj: Mapping[str, Any], components: Sequence[tuple[int, Mapping[str, Any]]]) -> None:
+    """Refuse what pod-spec validation refuses in any of the workload's pod templates.
+
+    The API server validates a Deployment's template before its webhooks are called, but
+    custom resources (Argo Rollouts, TFJobs) only by their schema, which takes ``cpu: "-100"``:
+    without this a negative request would be charged as negative usage and free quota that
+    other workloads then take.
+    """
+    errors: list[str] = []
+    for _, template in components:
+        errors += validate_pod_resources(template, _template_path(obj, template))
+    if errors:
+        raise InvalidWorkload(obj, errors)
+
+
 class Outside(Exception):
     """The request is not bizrq's business (no group label, a kind it does not count)."""
 
@@ -93,13 +149,14 @@ _POD_CHARGES_LIMIT = 1024
 _POD_CHARGE_KEY_MAX = 16 * 1024
 
 
-def _pod_charge(spec: Any, labels: Mapping[str, Any]) -> acc.ResourceList:
+def _pod_charge(spec: Any, labels: Mapping[str, Any], validate: Callable[[], None]) -> acc.ResourceList:
     """One replica's charge: the pod template's quota usage plus its model copies.
 
     Memoised on the pod spec and the model labels, the only inputs: computing the usage of a
     template costs more than the rest of a decision, and a fleet's workloads (and every
     update of one workload) repeat a handful of templates. The result is shared, so it is
-    never mutated (the accounting functions all return new maps).
+    never mutated (the accounting functions all return new maps). ``validate`` runs before a
+    spec is first charged, so only valid specs are memoised and a hit needs no validation.
     """
     try:
         key = orjson.dumps([spec, [labels.get(name) for name in acc.MODEL_LABELS.values()]])
@@ -107,6 +164,7 @@ def _pod_charge(spec: Any, labels: Mapping[str, Any]) -> acc.ResourceList:
         key = b""
     charge = _POD_CHARGES.get(key) if key else None
     if charge is None:
+        validate()
         charge = acc.workload_charge_of({"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": dict(labels)}, "spec": spec})
         if key and len(key) <= _POD_CHARGE_KEY_MAX:
             if len(_POD_CHARGES) >= _POD_CHARGES_LIMIT:
@@ -116,13 +174,17 @@ def _pod_charge(spec: Any, labels: Mapping[str, Any]) -> acc.ResourceList:
 
 
 def entry_of_manifest(obj: Mapping[str, Any], group: str, pk: int | None = None) -> Entry:
-    """The charge of a workload manifest: all templates × replicas, model copies by label."""
+    """The charge of a workload manifest: all templates × replicas, model copies by label.
+
+    A template the API server would refuse raises ``InvalidWorkload``.
+    """
     components = workload_components(obj)
     replicas = sum(r for r, _ in components)
     if len(components) != 1:
+        validate_workload(obj, components)
         return Entry(pk=pk, group=group, api_version=str(obj.get("apiVersion")), spec_replicas=replicas,
                      hpa_max_replicas=None, per_replica={}, charge=acc.workload_charge_of(obj))
-    per_replica = _pod_charge(components[0][1].get("spec"), _labels(obj))
+    per_replica = _pod_charge(components[0][1].get("spec"), _labels(obj), lambda: validate_workload(obj, components))
     return Entry(pk=pk, group=group, api_version=str(obj.get("apiVersion")), spec_replicas=replicas,
                  hpa_max_replicas=None, per_replica=per_replica, charge=acc.scaled(per_replica, replicas))
 
@@ -287,7 +349,7 @@ def _decide_once(items: Sequence[tuple[Cluster, AdmissionRequest]], extra: set[s
     if not wanted:
         return list(keys)  # type: ignore[arg-type]
     names = _group_names(items, {} if _creates_only(items) else _entries(ledger.read_charges(wanted))) | extra
-    with ledger.batch_transaction() as tx:
+    with sql.batch_transaction() as tx:
         locked, rows = ledger.lock_and_read(tx, names, wanted)
         entries = _entries(rows)
         missing = _group_names(items, entries) - names
@@ -313,6 +375,9 @@ def _run(items, keys, entries: Mapping[Key, Entry], groups: dict[str, GroupState
         except Outside:
             decisions.append(Decision(allowed=True))
             continue
+        except InvalidWorkload as exc:
+            decisions.append(Decision(allowed=False, message=str(exc)))
+            continue
         except (PodSpecError, acc.QuotaSpecError, ValueError) as exc:
             decisions.append(Decision(allowed=False, message=f"cannot compute the quota usage of this object: {exc}"))
             continue
@@ -323,7 +388,7 @@ def _run(items, keys, entries: Mapping[Key, Entry], groups: dict[str, GroupState
     return decisions, final
 
 
-def _write(tx: ledger.BatchTransaction, groups: Mapping[str, GroupState], entries: Mapping[Key, Entry],
+def _write(tx: sql.BatchTransaction, groups: Mapping[str, GroupState], entries: Mapping[Key, Entry],
            final: Mapping[Key, Entry | None]) -> None:
     """The changed groups' statuses, and every ledger row the batch created, changed or released."""
     statuses = [(state.pk, acc.canonical(state.used), acc.canonical(state.self_used))
@@ -360,6 +425,8 @@ def what_if(manifest: Mapping[str, Any], *, group: str | None = None) -> Decisio
         return Decision(allowed=True, message=f"The workload has no {acc.GROUP_LABEL} label: bizrq does not limit it.")
     try:
         new = entry_of_manifest(manifest, name)
+    except InvalidWorkload as exc:
+        return Decision(allowed=False, group=name, message=str(exc))
     except (PodSpecError, UnsupportedWorkloadError, acc.QuotaSpecError, ValueError) as exc:
         return Decision(allowed=False, message=f"cannot compute the quota usage of this object: {exc}")
     row = QuotaGroup.objects.filter(name=name).values_list("pk", "hard", "used", "self_used").first()

@@ -12,13 +12,19 @@ class QuotasConfig(AppConfig):
         from core.roles import grant_to_operators
         from fleet.signals import workloads_changed
 
-        grant_to_operators("quotas.add_quotagroup", "quotas.change_quotagroup", "quotas.delete_quotagroup")
-        register_topic_kind("quotas", permission="quotas.view_quotagroup")
+        grant_to_operators("quotas.add_quotagroup", "quotas.change_quotagroup", "quotas.delete_quotagroup",
+                           "quotas.rollback_quotagroup")
+        from . import delegation
+        from .models import QuotaGroup
+
+        delegation.register()
+        register_topic_kind("quotas", model=QuotaGroup)
         workloads_changed.connect(_queue_ledger_sync, dispatch_uid="quotas-workloads-changed")
 
 
 def _queue_ledger_sync(sender, cluster, keys, **_) -> None:
-    from .tasks import sync_workloads
+    """Workloads an inventory sync changed: align their charges, as a job per chunk."""
+    from core.jobs import enqueue
 
     for start in range(0, len(keys), 2000):
-        sync_workloads.delay(cluster.name, [list(k) for k in keys[start : start + 2000]])
+        enqueue("quotas.sync_workloads", cluster.name, [list(k) for k in keys[start : start + 2000]], obj=cluster)

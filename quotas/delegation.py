@@ -1,37 +1,45 @@
-"""Who may change which part of the quota tree.
+"""Who may change which part of the quota tree: owners' object constraints.
 
 Holders of the model permissions (operators, admins) manage the whole tree. A group's
 owners manage its subtree and nothing above it: they may create children anywhere below
-(or directly under) a group they own, and resize, move quota between or delete the groups
-strictly below it; resizing their own group would take from its parent, above them.
+(or directly under) a group they own — ``add`` is asked of the *parent* — and resize, move
+quota between, roll back or delete the groups strictly below it (resizing their own group
+would take from its parent, above them); they see their subtree. These are object
+constraints of the one permission system (``core.permissions.register_constraint``), so
+pages, the API and websocket subscriptions ask ``may(user, action, group)`` alike.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from functools import reduce
+from operator import or_
+from typing import Any
 
-from .models import QuotaGroup
-
-Verb = Literal["add", "change", "delete"]
+from django.db.models import Q
 
 
-def owned_paths(user) -> list[str]:
+def owned_paths(user: Any) -> list[str]:
     if not getattr(user, "is_authenticated", False):
         return []
     return list(user.owned_quota_groups.values_list("path", flat=True))
 
 
-def may_manage(user, verb: Verb, group: QuotaGroup | None) -> bool:
-    """``group`` is the parent for ``add`` (None: a new root) and the group itself otherwise."""
-    if user.has_perm(f"quotas.{verb}_quotagroup"):
-        return True
-    if group is None:
-        return False
+def within_owned(user: Any) -> Q | None:
+    """The groups a user owns and everything below them (``view``; ``add`` under them)."""
     paths = owned_paths(user)
-    if verb == "add":
-        return any(group.path.startswith(path) for path in paths)
-    return any(group.path.startswith(path) and group.path != path for path in paths)
+    return reduce(or_, (Q(path__startswith=p) for p in paths)) if paths else None
 
 
-def manages_anything(user) -> bool:
-    return user.has_perm("quotas.add_quotagroup") or bool(owned_paths(user))
+def below_owned(user: Any) -> Q | None:
+    """Everything strictly below the groups a user owns (``change``, ``delete``, ``rollback``)."""
+    paths = owned_paths(user)
+    return reduce(or_, (Q(path__startswith=p) & ~Q(path=p) for p in paths)) if paths else None
+
+
+def register() -> None:
+    from core.permissions import register_constraint
+
+    from .models import QuotaGroup
+
+    register_constraint(QuotaGroup, ("view", "add"), within_owned)
+    register_constraint(QuotaGroup, ("change", "delete", "rollback"), below_owned)

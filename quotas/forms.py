@@ -2,7 +2,7 @@
 
 Forms only parse what a person typed (resource lines, usernames, a workload manifest);
 every rule of the tree (parent keys, remaining, siblings, leaves) lives in ``services`` so
-the UI and the API refuse exactly the same things. A ``QuotaRefused`` is put back on the
+the UI and the API refuse exactly the same things. A ``core.errors.Refused`` is put back on the
 form with ``add_refusal``, on the field it names (``hard.limits.cpu`` lands on ``hard``).
 """
 
@@ -17,9 +17,7 @@ import yaml
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from core.forms import BlockFieldsForm, yaml_error
-
-from .services import QuotaRefused
+from core.forms import BlockFieldsForm, VersionField, yaml_error
 
 #: ``key: quantity`` or ``key=quantity``; the value may be quoted as YAML would allow.
 RESOURCE_LINE = re.compile(r"""^(?P<key>[^\s:=]+)\s*[:=]\s*(?P<q>["']?)(?P<value>[^\s"']+)(?P=q)\s*$""")
@@ -79,16 +77,6 @@ def parse_manifest(text: str) -> dict[str, Any]:
     return value
 
 
-def add_refusal(form: forms.Form, exc: QuotaRefused) -> None:
-    """A service refusal on the form field it is about (``hard.limits.cpu`` → ``hard``), else above the form."""
-    head, _dot, key = exc.field.partition(".")
-    field = head if head in form.fields and not form.fields[head].disabled else None
-    message = exc.detail
-    if field and key and key not in message:
-        message = f"{key}: {message}"
-    form.add_error(field, message)
-
-
 class ResourceLinesField(forms.CharField):
     """A textarea of ``key: quantity`` lines, cleaned to a dict."""
 
@@ -143,12 +131,14 @@ class ResizeForm(BlockFieldsForm):
                               help_text=_("One “key: quantity” per line. Growing takes from the parent's remaining; "
                                           "shrinking below usage is allowed, but admissions then fail until usage drops."))
     reason = reason_field()
+    version = VersionField()
 
 
 class OwnersForm(BlockFieldsForm):
     owners = forms.CharField(required=False, max_length=2000, label=_("Owners"),
                              help_text=_("Usernames, comma separated; empty removes every owner."))
     reason = reason_field()
+    version = VersionField()
 
     def clean_owners(self) -> list[str]:
         return parse_usernames(self.cleaned_data.get("owners", ""))
@@ -156,6 +146,7 @@ class OwnersForm(BlockFieldsForm):
 
 class DeleteForm(BlockFieldsForm):
     reason = reason_field()
+    version = VersionField()
 
 
 class MoveForm(BlockFieldsForm):
@@ -166,6 +157,7 @@ class MoveForm(BlockFieldsForm):
                                 widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "class": "code"}),
                                 help_text=_("“key: quantity” lines, e.g. limits.cpu: 5."))
     reason = reason_field()
+    version = VersionField()
 
     def __init__(self, *args: Any, siblings: Iterable[str] = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -4,7 +4,7 @@ The webhook runs the same handful of statements thousands of times a second, and
 the ORM (query compilation, a model instance per row, ``bulk_update``'s CASE per row, COPY's
 extra round trips) they cost more than the decisions themselves. These functions speak SQL
 directly on the calling thread's Django connection, in one transaction per batch
-(``batch_transaction``), and:
+(``core.sql.batch_transaction``; ``core.sql`` holds the generic executor), and:
 
 * pass a whole batch as **one JSON parameter** (``jsonb_array_elements`` on PostgreSQL,
   ``json_each`` on SQLite): the statement text never changes, so the driver neither
@@ -21,20 +21,20 @@ strings); ``quotas.status.status_update`` stays the one definition of a status w
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import orjson
-from django.db import DatabaseError, connection, transaction
+from django.db import connection
+
+from core.sql import BatchTransaction, Statement, dumps, execute, is_postgres
 
 from .models import QuotaCharge, QuotaGroup
 from .status import status_update
 
 Key = tuple[int, str, str, str]  # cluster id, namespace, kind, name
-Statement = tuple[str, Sequence[Any] | None]
 
 _GROUPS = QuotaGroup._meta.db_table
 _CHARGES = QuotaCharge._meta.db_table
@@ -87,77 +87,11 @@ class NewCharge:
     charge: dict[str, str]
 
 
-def _postgres() -> bool:
-    return connection.vendor == "postgresql"
-
-
-# ---------------------------------------------------------------------------- the transaction
-
-class BatchTransaction:
-    """Where the batch's transaction starts and ends.
-
-    On PostgreSQL, outside any ``atomic()`` block (the webhook's pool threads), ``BEGIN``
-    travels in the same pipeline as the lock and ``COMMIT`` in the same one as the writes,
-    so the batch holds its row locks for one round trip after acquiring them, not three.
-    Anywhere else (SQLite, or a caller's ``atomic()`` as in tests) Django's ``atomic()``
-    runs the transaction, and these statement lists stay empty.
-    """
-
-    def __init__(self) -> None:
-        self.explicit = _postgres() and connection.get_autocommit() and not connection.in_atomic_block
-        self.open = False
-
-    def begin(self) -> list[Statement]:
-        if not self.explicit or self.open:
-            return []
-        self.open = True
-        return [("BEGIN", None)]
-
-    def commit(self) -> list[Statement]:
-        if not self.open:
-            return []
-        self.open = False
-        return [("COMMIT", None)]
-
-
-@contextmanager
-def batch_transaction() -> Iterator[BatchTransaction]:
-    """One transaction for a batch: locks taken in ``lock_and_read`` hold until ``write``
-    (or until the block ends); an exception rolls everything back."""
-    tx = BatchTransaction()
-    if not tx.explicit:
-        with transaction.atomic():
-            yield tx
-        return
-    try:
-        yield tx
-        if tx.open:  # nothing was written
-            _execute(tx.commit())
-    except BaseException:
-        _rollback()
-        raise
-
-
-def _rollback() -> None:
-    """End a failed explicit transaction, wherever it failed (a pipeline skips the COMMIT
-    queued after a failed statement); a connection that cannot even roll back is dropped."""
-    from psycopg.pq import TransactionStatus
-
-    raw = connection.connection
-    if raw is None or raw.closed or raw.info.transaction_status == TransactionStatus.IDLE:
-        return
-    try:
-        with connection.wrap_database_errors:
-            raw.execute("ROLLBACK")
-    except DatabaseError:
-        connection.close()
-
-
 # ---------------------------------------------------------------------------- reading
 
 def read_charges(keys: Iterable[Key]) -> list[ChargeRow]:
     """The ledger rows of these workloads, outside any lock (to learn which groups to lock)."""
-    return [_charge(row) for row in _execute([_charges_statement(keys)])[0]]
+    return [_charge(row) for row in execute([_charges_statement(keys)])[0]]
 
 
 def lock_and_read(tx: BatchTransaction, names: Iterable[str], keys: Iterable[Key]) -> tuple[list[GroupRow], list[ChargeRow]]:
@@ -165,7 +99,7 @@ def lock_and_read(tx: BatchTransaction, names: Iterable[str], keys: Iterable[Key
     the lock, in one round trip."""
     names = sorted(names)
     begin = tx.begin()
-    results = _execute(begin + ([_lock_statement(names)] if names else []) + [_charges_statement(keys)])
+    results = execute(begin + ([_lock_statement(names)] if names else []) + [_charges_statement(keys)])
     charges = results[-1]
     groups = results[len(begin)] if names else []
     return [_group(row) for row in groups], [_charge(row) for row in charges]
@@ -174,13 +108,13 @@ def lock_and_read(tx: BatchTransaction, names: Iterable[str], keys: Iterable[Key
 def _lock_statement(names: Sequence[str]) -> Statement:
     """The groups by their unique names, locked in a fixed order so batches never deadlock.
     SQLite has no row locks: its IMMEDIATE transaction already excludes every other writer."""
-    if _postgres():
+    if is_postgres():
         sql = (f"SELECT id, name, hard, used, self_used FROM {_GROUPS} "
-               f"WHERE name = ANY(ARRAY(SELECT jsonb_array_elements_text(%s::jsonb))) ORDER BY depth, id FOR UPDATE")
+               f"WHERE name = ANY(ARRAY(SELECT jsonb_array_elements_text(%s::jsonb))) ORDER BY depth, id FOR NO KEY UPDATE")
     else:
         sql = (f"SELECT id, name, hard, used, self_used FROM {_GROUPS} "
                f"WHERE name IN (SELECT value FROM json_each(%s)) ORDER BY depth, id")
-    return sql, [_dumps(names)]
+    return sql, [dumps(names)]
 
 
 def _charges_statement(keys: Iterable[Key]) -> Statement:
@@ -193,8 +127,8 @@ def _charges_statement(keys: Iterable[Key]) -> Statement:
     flattening it back into a hash join). SQLite has no LATERAL, but its CROSS JOIN keeps
     the listed keys as the outer loop, which gives the same plan.
     """
-    param = _dumps(sorted(keys))
-    if _postgres():
+    param = dumps(sorted(keys))
+    if is_postgres():
         sql = (f"SELECT {_CHARGE_READ} FROM jsonb_array_elements(%s::jsonb) AS k CROSS JOIN LATERAL "
                f"(SELECT * FROM {_CHARGES} c WHERE c.cluster_id = (k->>0)::bigint AND c.namespace = k->>1 "
                f"AND c.kind = k->>2 AND c.name = k->>3 LIMIT 1) c INNER JOIN {_GROUPS} g ON g.id = c.group_id")
@@ -241,18 +175,18 @@ def write(tx: BatchTransaction, statuses: Sequence[tuple[int, dict[str, str], di
     if created:
         statements.append(_insert(created, stamp))
     statements += [_update(charge, stamp) for charge in charges if charge.pk is not None]
-    _execute(statements + tx.commit())
+    execute(statements + tx.commit())
 
 
 def _insert(charges: Sequence[NewCharge], stamp: Any) -> Statement:
     """All new rows in one INSERT … SELECT over the JSON parameter, in batch order.
 
     PostgreSQL takes the JSON maps as jsonb values; SQLite keeps text, so they travel as
-    strings written compact, exactly as ``fleet.sync.insert_rows`` used to write them.
+    strings written compact, exactly as ``core.sql.insert_rows`` writes them.
     """
-    postgres = _postgres()
+    postgres = is_postgres()
     rows = [[c.group_id, *c.key[:3], c.api_version, c.key[3], c.replicas, c.spec_replicas, c.hpa_max_replicas,
-             c.per_replica if postgres else _dumps(c.per_replica), c.charge if postgres else _dumps(c.charge)]
+             c.per_replica if postgres else dumps(c.per_replica), c.charge if postgres else dumps(c.charge)]
             for c in charges]
     target = f"INSERT INTO {_CHARGES} ({', '.join(_CHARGE_COLUMNS)}, source, admitted_at, observed, updated)"
     if postgres:
@@ -263,7 +197,7 @@ def _insert(charges: Sequence[NewCharge], stamp: Any) -> Statement:
     else:
         picks = ", ".join(f"json_extract(r.value, '$[{i}]')" for i in range(len(_CHARGE_COLUMNS)))
         sql = f"{target} SELECT {picks}, %s, %s, 0, %s FROM json_each(%s) AS r ORDER BY r.key"
-    return sql, [_ADMISSION, stamp, stamp, _dumps(rows)]
+    return sql, [_ADMISSION, stamp, stamp, dumps(rows)]
 
 
 def _update(c: NewCharge, stamp: Any) -> Statement:
@@ -273,42 +207,3 @@ def _update(c: NewCharge, stamp: Any) -> Statement:
             [c.group_id, c.api_version, c.replicas, c.spec_replicas, c.hpa_max_replicas, json.dumps(c.per_replica),
              json.dumps(c.charge), _ADMISSION, stamp, stamp, c.pk])
 
-
-def _dumps(value: Any) -> str:
-    """JSON text; compact, as ``json.dumps(value, separators=(",", ":"))`` writes it."""
-    return orjson.dumps(value).decode()
-
-
-# ---------------------------------------------------------------------------- execution
-
-def _execute(statements: Sequence[Statement]) -> list[list[tuple]]:
-    """Run the statements in order and return each one's rows.
-
-    PostgreSQL: all of them in one psycopg pipeline, so the batch waits for the server
-    once, with parameters bound on the server (Django's cursors quote every value into
-    the statement text, which for a batch's JSON costs more than the statement). SQLite is
-    in-process, so a plain cursor is as good.
-    """
-    if not statements:
-        return []
-    if not _postgres():
-        results = []
-        with connection.cursor() as cursor:
-            for sql, params in statements:
-                cursor.execute(sql, params)
-                results.append(cursor.fetchall() if cursor.description else [])
-        return results
-    from psycopg import Cursor  # binds on the server: the JSON parameter is sent, not quoted into the text
-
-    connection.ensure_connection()
-    raw = connection.connection
-    cursors = [Cursor(raw) for _ in statements]
-    try:
-        with connection.wrap_database_errors:
-            with raw.pipeline():
-                for cursor, (sql, params) in zip(cursors, statements, strict=True):
-                    cursor.execute(sql, params)
-            return [cursor.fetchall() if cursor.description else [] for cursor in cursors]
-    finally:
-        for cursor in cursors:
-            cursor.close()

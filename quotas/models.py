@@ -14,6 +14,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from core.models import Revision
 from fleet.models import Cluster
 
 #: A Kubernetes object name (DNS subdomain), as the upstream cluster-scoped object has.
@@ -45,13 +46,46 @@ class QuotaGroup(models.Model):
 
     class Meta:
         ordering = ["path"]
+        permissions = [("rollback_quotagroup", "Can restore a quota group's earlier hard, description and owners")]
+
+    #: What a user writes (``core.concurrency``): the ETag ignores the usage that admission moves.
+    etag_fields = ("name", "parent_id", "description", "hard")
 
     def __str__(self) -> str:
         return self.name
 
+    def etag_extra(self) -> list[str]:
+        return sorted(self.owners.values_list("username", flat=True)) if self.pk else []
+
+    def get_absolute_url(self) -> str:
+        from django.urls import reverse
+
+        return reverse("quotas:group-detail", args=[self.name])
+
     def is_within(self, ancestor: QuotaGroup) -> bool:
         """True for the ancestor itself and every group below it."""
         return self.path.startswith(ancestor.path)
+
+
+class QuotaGroupRevision(Revision):
+    """A group's history: what its hard, description and owners were after each change."""
+
+    group = models.ForeignKey(QuotaGroup, on_delete=models.CASCADE, related_name="revisions")
+    parent_name = models.CharField(max_length=253, blank=True)
+    description = models.CharField(max_length=500, blank=True)
+    hard = models.JSONField(default=dict, blank=True)
+    owners = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["group", "-number"]
+        constraints = [models.UniqueConstraint(fields=["group", "number"], name="quotas_revision_number")]
+
+    def __str__(self) -> str:
+        return f"{self.group} r{self.number}"
+
+    def spec(self) -> dict:
+        return {"parent": self.parent_name or None, "description": self.description, "hard": dict(self.hard),
+                "owners": list(self.owners)}
 
 
 class QuotaCharge(models.Model):

@@ -3,7 +3,11 @@
 ``sync_ledger`` brings the charge ledger in line with the inventory: workloads present get
 their real charge (admission-time HPA maxima kept), workloads that bypassed the webhook are
 added, and a charge whose workload never appeared is dropped once its cluster has synced
-since it was admitted (a younger one may simply not be in the inventory yet).
+since it was admitted. Updates are guarded exactly like deletes: the inventory is as old as
+the cluster's last successful sync, so a charge admitted after that (a scale from 2 to 8 the
+inventory still shows at 2) is newer than what the inventory says and is kept until a sync
+has read the cluster again. Both guards are re-checked in the writing transaction, so an
+admission that commits while the inventory is being compared is never overwritten either.
 ``refresh_groups`` then recomputes each group's ``self_used``/``used`` from the ledger under
 the group's row lock, so it can never undo an admission that commits meanwhile.
 ``accrue_cash`` integrates the resources of the groups' pods over time into ``cash/…``.
@@ -22,8 +26,9 @@ from django.utils import timezone
 
 from core import events
 from core.audit import record_change
+from core.sql import insert_rows
 from fleet.models import Cluster, Pod, Workload
-from fleet.sync import insert_rows
+from kube.quantity import QuantityError, parse_quantity
 from kube.resources import quota_usage
 
 from . import accounting as acc
@@ -35,9 +40,26 @@ SAMPLES_KEPT = 500
 
 
 def _pod_usage(requests: dict[str, str], limits: dict[str, str]) -> acc.ResourceList:
-    """Quota usage of one replica from the inventory's per-pod effective requests and limits."""
-    resources = {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
+    """Quota usage of one replica from the inventory's per-pod effective requests and limits.
+
+    A negative total comes from a template the API server refuses pods of (a custom
+    resource's schema lets ``cpu: "-100"`` through; its pods never start): it is charged as
+    nothing, never as negative usage that would free quota for others.
+    """
+    resources = {k: _non_negative(v) for k, v in (("requests", requests), ("limits", limits)) if v}
     return quota_usage({"spec": {"containers": [{"name": "pod", "resources": resources}]}})
+
+
+def _non_negative(values: dict[str, str]) -> dict[str, str]:
+    kept = {}
+    for name, value in values.items():
+        try:
+            negative = parse_quantity(str(value)).sign() < 0
+        except QuantityError:
+            negative = False  # quota_usage reports it as it always did
+        if not negative:
+            kept[name] = value
+    return kept
 
 
 class ChargeCache:
@@ -90,6 +112,7 @@ def sync_ledger(cluster: Cluster, keys: Sequence[tuple[str, str, str]] | None = 
         wanted = {tuple(k) for k in keys}
         key_q = Q(namespace__in={k[0] for k in wanted}, kind__in={k[1] for k in wanted}, name__in={k[2] for k in wanted})
         workloads, charges = Workload.objects.filter(cluster=cluster).filter(key_q), charges.filter(key_q)
+    synced = inventory_read_at(cluster)
     existing = {row[1:4]: dict(zip(LEDGER_COLUMNS, row, strict=True))
                 for row in charges.values_list(*LEDGER_COLUMNS).iterator(chunk_size=5000)
                 if wanted is None or row[1:4] in wanted}
@@ -116,18 +139,47 @@ def sync_ledger(cluster: Cluster, keys: Sequence[tuple[str, str, str]] | None = 
             create.append(dict(values, cluster_id=cluster.pk, namespace=namespace, kind=kind, name=name, admitted_at=now,
                                source=QuotaCharge.Source.INVENTORY))
             touched.add(group)
-        elif any(current[f] != values[f] for f in COMPARED):
+        elif any(current[f] != values[f] for f in COMPARED) and older_than(current["admitted_at"], synced):
             touched.update({group, names[current["group_id"]]})
-            update.append(QuotaCharge(pk=current["pk"], updated=now, **values))
-    synced = cluster.last_sync
-    gone = [row for key, row in existing.items() if key not in present and (synced is None or row["admitted_at"] < synced)]
-    delete = [row["pk"] for row in gone]
+            update.append((QuotaCharge(pk=current["pk"], updated=now, **values), current["admitted_at"]))
+    gone = [row for key, row in existing.items() if key not in present and older_than(row["admitted_at"], synced)]
     touched.update(names[row["group_id"]] for row in gone)
+    _write_ledger(create, update, [(row["pk"], row["admitted_at"]) for row in gone], synced, now)
+    return touched
+
+
+def inventory_read_at(cluster: Cluster) -> datetime | None:
+    """When the cluster's inventory was read: the start of its last sync, if that sync
+    succeeded. A failed sync stamps ``last_sync`` without reading anything, so after one the
+    inventory's age is unknown (None) and no admission is overwritten or dropped."""
+    return cluster.last_sync if cluster.ready else None
+
+
+def older_than(admitted_at: datetime, synced: datetime | None) -> bool:
+    """May the inventory overrule a charge admitted then? Only if it was read afterwards."""
+    return synced is not None and admitted_at < synced
+
+
+def _write_ledger(create: list[dict], update: list[tuple[QuotaCharge, datetime]], gone: list[tuple[int, datetime]],
+                  synced: datetime | None, now: datetime) -> None:
+    """Insert, update and delete in one transaction, each update and delete only if the row
+    still carries the admission time it was compared with (an admission meanwhile changes it).
+
+    The rows to update are locked and re-read first (``SELECT … FOR UPDATE``: an admission
+    committing meanwhile is waited for and then seen; on SQLite the transaction is exclusive
+    anyway); the delete re-checks its guard in its own WHERE clause.
+    """
     with transaction.atomic():
         _insert_charges(create, now)
-        QuotaCharge.objects.bulk_update(update, [*COMPARED, "updated"], batch_size=1000)
-        QuotaCharge.objects.filter(pk__in=delete).delete()
-    return touched
+        for start in range(0, len(update), 1000):
+            chunk = dict((charge.pk, (charge, admitted)) for charge, admitted in update[start : start + 1000])
+            current = dict(QuotaCharge.objects.select_for_update(no_key=True).filter(pk__in=list(chunk)).values_list("pk", "admitted_at"))
+            still = [charge for pk, (charge, admitted) in chunk.items() if current.get(pk) == admitted]
+            QuotaCharge.objects.bulk_update(still, [*COMPARED, "updated"], batch_size=1000)
+        if gone and synced is not None:
+            for start in range(0, len(gone), 1000):
+                ids = [pk for pk, _ in gone[start : start + 1000]]
+                QuotaCharge.objects.filter(pk__in=ids, admitted_at__lt=synced).delete()
 
 
 def _insert_charges(rows: list[dict], now: datetime) -> None:

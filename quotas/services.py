@@ -4,7 +4,9 @@ Writes lock the group rows they change (``SELECT ... FOR UPDATE`` on PostgreSQL;
 every transaction is IMMEDIATE and so already exclusive), ancestors before descendants and
 otherwise by primary key, so concurrent writers queue instead of deadlocking. A check and
 its write happen under the same lock, so a child is never carved out of quota a concurrent
-admission just took. Every change is audited with its before and after.
+admission just took. Every change is audited with its before and after and leaves a revision
+(``QuotaGroupRevision``: the group's history). A refusal is ``core.errors.Refused`` with the
+input it is about (``hard.limits.cpu``); a writer holding a stale ETag is refused too.
 """
 
 from __future__ import annotations
@@ -16,35 +18,29 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
+from core import concurrency, revisions
 from core.audit import record_change
+from core.errors import Refused
 
 from . import accounting as acc
 from .admission import Decision, admit, what_if  # noqa: F401  (the API of every quota change)
-from .models import QuotaGroup, group_name
+from .models import QuotaGroup, QuotaGroupRevision, group_name
 from .status import children_hard_of, ledger_self_used, lock, parsed, status_of, write_status
-
-class QuotaRefused(ValueError):
-    """A change the tree rules refuse; ``field`` names the input at fault (``hard.limits.cpu``)."""
-
-    def __init__(self, code: str, detail: str, *, field: str = "non_field_errors") -> None:
-        super().__init__(detail)
-        self.code, self.detail, self.field = code, detail, field
-
-    def as_dict(self) -> dict[str, Any]:
-        return {self.field: [self.detail], "code": self.code}
-
 
 # ---------------------------------------------------------------------------- tree
 
 def _parse_hard(hard: Any) -> acc.ResourceList:
     try:
-        return acc.parse_hard(hard)
+        parsed_hard = acc.parse_hard(hard)
     except acc.QuotaSpecError as exc:
-        raise QuotaRefused("invalid_hard", exc.message, field=exc.field) from exc
+        raise Refused("invalid_hard", exc.message, field=exc.field) from exc
+    if not parsed_hard:  # a group that limits nothing would admit everything: the page, the API and a form post alike
+        raise Refused("hard_required", "Name at least one resource and its quantity, e.g. limits.cpu: 10.", field="hard")
+    return parsed_hard
 
 
-def _tree_refusal(exc: acc.TreeError) -> QuotaRefused:
-    return QuotaRefused(exc.code, exc.message, field=exc.field)
+def _tree_refusal(exc: acc.TreeError) -> Refused:
+    return Refused(exc.code, exc.message, field=exc.field)
 
 
 def _audit(group: QuotaGroup) -> dict[str, Any]:
@@ -52,11 +48,18 @@ def _audit(group: QuotaGroup) -> dict[str, Any]:
             "hard": dict(group.hard), "owners": sorted(group.owners.values_list("username", flat=True)) if group.pk else []}
 
 
+def _revise(group: QuotaGroup, action: str, reason: str, *, rollback_of: int | None = None) -> QuotaGroupRevision:
+    state = _audit(group)
+    return revisions.write_revision(group.revisions.all(), owner=group, owner_field="group", action=action, reason=reason,
+                                    rollback_of=rollback_of, parent_name=state["parent"] or "",
+                                    description=state["description"], hard=state["hard"], owners=state["owners"])
+
+
 def _check_name(name: str) -> None:
     try:
         group_name(name)
     except ValidationError as exc:
-        raise QuotaRefused("invalid_name", " ".join(exc.messages), field="name") from exc
+        raise Refused("invalid_name", " ".join(exc.messages), field="name") from exc
 
 
 def _users(usernames: Sequence[str] | None) -> list[Any] | None:
@@ -65,7 +68,7 @@ def _users(usernames: Sequence[str] | None) -> list[Any] | None:
     users = list(get_user_model().objects.filter(username__in=list(usernames)))
     missing = sorted(set(usernames) - {u.username for u in users})
     if missing:
-        raise QuotaRefused("unknown_owner", f"No user named {missing[0]!r}.", field="owners")
+        raise Refused("unknown_owner", f"No user named {missing[0]!r}.", field="owners")
     return users
 
 
@@ -81,7 +84,7 @@ def create_group(*, name: str, parent: str | None, hard: Any, description: str =
             if parent:
                 parent_row = lock([parent]).get(parent)
                 if parent_row is None:
-                    raise QuotaRefused("unknown_parent", f'The parent quota group "{parent}" does not exist.', field="parent")
+                    raise Refused("unknown_parent", f'The parent quota group "{parent}" does not exist.', field="parent")
                 try:
                     acc.validate_child_hard(parent_row.name, parsed(parent_row.hard), parsed(parent_row.used), new_hard)
                 except acc.TreeError as exc:
@@ -96,27 +99,29 @@ def create_group(*, name: str, parent: str | None, hard: Any, description: str =
             if parent_row is not None:
                 write_status(parent_row, parsed(parent_row.self_used))
             record_change(group, "create", after=_audit(group), reason=reason)
+            _revise(group, QuotaGroupRevision.Action.CREATE, reason)
     except IntegrityError as exc:
-        raise QuotaRefused("exists", f'A quota group named "{name}" already exists.', field="name") from exc
+        raise Refused("exists", f'A quota group named "{name}" already exists.', field="name") from exc
     return group
 
 
 def update_group(group: QuotaGroup, *, hard: Any = None, description: str | None = None, owners: Sequence[str] | None = None,
-                 parent: Any = ..., reason: str = "") -> tuple[QuotaGroup, list[str]]:
+                 parent: Any = ..., reason: str = "", rollback_of: int | None = None) -> tuple[QuotaGroup, list[str]]:
     """Resize (checked against the parent's remaining and the children's keys), describe, delegate.
 
     ``parent`` is immutable: passing a different one is refused. Returns the warnings (a
     shrink below what is in use is allowed; admissions then fail until usage drops).
     """
     if parent is not ... and (parent or None) != (group.parent.name if group.parent_id else None):
-        raise QuotaRefused("immutable_parent", "A quota group's parent cannot change; create a new group instead.", field="parent")
+        raise Refused("immutable_parent", "A quota group's parent cannot change; create a new group instead.", field="parent")
     new_hard = _parse_hard(hard) if hard is not None else None
     users = _users(owners)
     with transaction.atomic():
         locked = lock([group.parent_id, group.pk], by="pk")
         row = locked.get(group.pk)
         if row is None:
-            raise QuotaRefused("gone", f'The quota group "{group.name}" no longer exists.')
+            raise Refused("gone", f'The quota group "{group.name}" no longer exists.')
+        concurrency.check(row)
         parent_row = locked.get(row.parent_id)
         before = _audit(row)
         warnings: list[str] = []
@@ -142,8 +147,23 @@ def update_group(group: QuotaGroup, *, hard: Any = None, description: str | None
             row.owners.set(users)
         after = _audit(row)
         if after != before:
-            record_change(row, "update", before=before, after=after, reason=reason)
+            record_change(row, "update", verb="rollback" if rollback_of else "", before=before, after=after, reason=reason)
+            _revise(row, QuotaGroupRevision.Action.ROLLBACK if rollback_of else QuotaGroupRevision.Action.UPDATE, reason,
+                    rollback_of=rollback_of)
     return row, warnings
+
+
+def rollback_group(group: QuotaGroup, number: int, *, reason: str) -> QuotaGroupRevision:
+    """Restore an earlier revision's hard, description and owners, checked like any resize."""
+    revisions.require_reason(reason)
+    old = revisions.revision_to_restore(group.revisions.all(), number, group)
+    owners = list(get_user_model().objects.filter(username__in=old.owners).values_list("username", flat=True))
+    row, _warnings = update_group(group, hard=old.hard, description=old.description, owners=owners, reason=reason,
+                                  rollback_of=number)
+    latest = row.revisions.order_by("-number").first()
+    if latest is None or latest.rollback_of != number:
+        raise Refused("unchanged", f"Revision {number} is what {group} is now; nothing to restore.", field="revision")
+    return latest
 
 
 def delete_group(group: QuotaGroup, *, reason: str = "") -> None:
@@ -153,8 +173,9 @@ def delete_group(group: QuotaGroup, *, reason: str = "") -> None:
         row = locked.get(group.pk)
         if row is None:
             return
+        concurrency.check(row)
         if QuotaGroup.objects.filter(parent=row).exists():
-            raise QuotaRefused("not_leaf", f'"{row.name}" has child groups; delete them first (only leaves can be deleted).')
+            raise Refused("not_leaf", f'"{row.name}" has child groups; delete them first (only leaves can be deleted).')
         before = _audit(row)
         record_change(row, "delete", before=before, reason=reason)
         row.delete()
@@ -166,16 +187,20 @@ def delete_group(group: QuotaGroup, *, reason: str = "") -> None:
 def move_quota(source: QuotaGroup, target: QuotaGroup, amount: Any, *, reason: str = "") -> tuple[QuotaGroup, QuotaGroup]:
     """Move part of one group's hard to a sibling in one transaction (the parent's used is unchanged)."""
     if source.pk == target.pk:
-        raise QuotaRefused("same_group", "Choose two different sibling groups.", field="target")
+        raise Refused("same_group", "Choose two different sibling groups.", field="target")
     if source.parent_id != target.parent_id:
-        raise QuotaRefused("not_siblings", f'"{source.name}" and "{target.name}" are not siblings; quota moves only between siblings.',
+        raise Refused("not_siblings", f'"{source.name}" and "{target.name}" are not siblings; quota moves only between siblings.',
                            field="target")
-    moved = _parse_hard(amount)
+    try:
+        moved = acc.parse_hard(amount)
+    except acc.QuotaSpecError as exc:  # the same rules as hard, about the amount
+        raise Refused("invalid_amount", exc.message, field="amount" + exc.field.removeprefix("hard")) from exc
     if not moved:
-        raise QuotaRefused("amount", "Name at least one resource to move.", field="amount")
+        raise Refused("amount", "Name at least one resource to move.", field="amount")
     with transaction.atomic():
         locked = lock([source.pk, target.pk], by="pk")
         src, dst = locked[source.pk], locked[target.pk]
+        concurrency.check(src)
         try:
             acc.validate_move(src.name, dst.name, moved, source_hard=parsed(src.hard), source_used=parsed(src.used),
                               target_hard=parsed(dst.hard))
@@ -187,8 +212,9 @@ def move_quota(source: QuotaGroup, target: QuotaGroup, amount: Any, *, reason: s
             row.hard = acc.canonical(acc.add(hard, moved) if sign > 0 else acc.subtract(hard, moved))
             row.save(update_fields=["hard", "updated"])
             write_status(row, parsed(row.self_used))
-            record_change(row, "update", verb="move_quota", before=before, after=_audit(row),
-                          reason=reason or f"moved {acc.canonical(moved)} from {src.name} to {dst.name}")
+            why = reason or f"moved {acc.canonical(moved)} from {src.name} to {dst.name}"
+            record_change(row, "update", verb="move_quota", before=before, after=_audit(row), reason=why)
+            _revise(row, QuotaGroupRevision.Action.UPDATE, why)
     return src, dst
 
 

@@ -17,6 +17,7 @@ import orjson
 from django.db import connection
 from django.utils import timezone
 
+from core.sql import execute
 from kube.quantity import Quantity
 
 from . import accounting as acc
@@ -74,10 +75,8 @@ def lock(names_or_pks: Iterable[Any], *, by: str = "name") -> dict[Any, QuotaGro
     wanted = [v for v in names_or_pks if v is not None]
     if not wanted:
         return {}
-    rows = QuotaGroup.objects.select_for_update().filter(**{f"{by}__in": wanted}).order_by("depth", "pk")
+    rows = QuotaGroup.objects.select_for_update(no_key=True).filter(**{f"{by}__in": wanted}).order_by("depth", "pk")
     return {getattr(g, by): g for g in rows}
-
-
 
 
 def store_statuses(rows: Sequence[tuple[int, dict[str, str], dict[str, str]]]) -> None:
@@ -86,11 +85,8 @@ def store_statuses(rows: Sequence[tuple[int, dict[str, str], dict[str, str]]]) -
     ``bulk_update`` builds a CASE per row and costs more than an admission batch's whole
     decision; per-row ``update()`` costs a compiled query each.
     """
-    if not rows:
-        return
-    with connection.cursor() as cursor:
-        for sql, params in status_update(rows, timezone.now()):
-            cursor.execute(sql, params)
+    if rows:
+        execute(status_update(rows, timezone.now()))
 
 
 def status_update(rows: Sequence[tuple[int, dict[str, str], dict[str, str]]], now: datetime) -> list[tuple[str, list[Any]]]:

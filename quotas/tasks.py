@@ -12,7 +12,7 @@ from fleet.models import Cluster
 from .reconcile import refresh_groups, resync_all, sync_ledger
 
 
-def group_shard_key(name: str, **_: object) -> str:
+def group_shard_key(name: str) -> str:
     return f"quota-group/{name}"
 
 

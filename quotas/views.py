@@ -1,9 +1,10 @@
 """Quota tree pages: the whole tree (treemap + navigable list), one group, create, and the what-if.
 
-Reads need ``quotas.view_quotagroup`` (every role). Writes go through ``services`` exactly
-like the API, and who may write is ``delegation.may_manage``: a group's owners manage its
-subtree without holding the model permissions. A ``QuotaRefused`` comes back as an error
-on the field it names, with everything typed kept; never a 500.
+Reads need ``view`` on quota groups (every role; owners see their subtree). Writes go
+through ``services`` exactly like the API, and who may write is ``core.permissions.may``: a
+group's owners manage its subtree through object constraints (``delegation``). A
+``Refused`` comes back as an error on the field it names, with everything typed kept;
+never a 500.
 
 The index must stay fast at fleet scale (5,000 groups): one ``values_list`` query for the
 whole tree, the nested list built in Python (a recursive template would cost seconds), the
@@ -19,9 +20,8 @@ from functools import cached_property, lru_cache
 from html import escape
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.mixins import PermissionRequiredMixin
-from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
 from django.http import HttpResponse
@@ -32,12 +32,20 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 from django.views.generic import DetailView, FormView, TemplateView
 
-from core.models import ObjectChange
+from core import concurrency
+from core.diff import diff
+from core.errors import Refused
+from core.forms import add_refusal
+from core.permissions import may, may_any, restrict
+from core.views import PermissionMixin, VerbViewMixin
 from kube.quantity import Quantity, QuantityError, sum_quantities
 
+from fleet.forms import WebhookConfigurationForm
+from fleet.models import Cluster
+from fleet.views import WebhookPageMixin
+
 from . import accounting as acc
-from . import services
-from .delegation import Verb, manages_anything, may_manage
+from . import services, webhook
 from .forms import (
     CheckForm,
     DeleteForm,
@@ -45,13 +53,10 @@ from .forms import (
     MoveForm,
     OwnersForm,
     ResizeForm,
-    add_refusal,
     resource_lines,
 )
-from .models import CashSample, QuotaCharge, QuotaGroup
-from .services import QuotaRefused
+from .models import CashSample, QuotaCharge, QuotaGroup, QuotaGroupRevision
 
-VIEW = "quotas.view_quotagroup"
 DEFAULT_KEY = "limits.cpu"
 WORKLOAD_PAGE = 50
 HISTORY_ROWS = 50
@@ -168,9 +173,9 @@ class TreeNode:
                    for k, h in self.hard.items())
 
 
-def load_tree() -> list[TreeNode]:
-    """Every group in ONE query, linked into a forest in Python, roots and children by name."""
-    rows = QuotaGroup.objects.order_by().values_list(*TREE_COLUMNS)
+def load_tree(user: Any) -> list[TreeNode]:
+    """Every group the user may see in ONE query, linked into a forest in Python, roots and children by name."""
+    rows = restrict(QuotaGroup.objects.order_by(), user, "view").values_list(*TREE_COLUMNS)
     nodes = [TreeNode(0, pk, name, parent, depth, hard or {}, used or {}, cash or [])
              for pk, name, parent, depth, hard, used, cash in rows.iterator(chunk_size=2000)]
     by_pk = {node.pk: node for node in nodes}
@@ -267,21 +272,22 @@ def tree_html(roots: Sequence[TreeNode], key: str | None) -> SafeString:
     return mark_safe("".join(out))  # noqa: S308 — every value above went through escape()
 
 
-class IndexView(PermissionRequiredMixin, TemplateView):
+class IndexView(PermissionMixin, TemplateView):
     """The whole tree: treemap (size = hard, colour = used/hard of one key), list, stats, live feed."""
 
-    permission_required = VIEW
+    model = QuotaGroup
     template_name = "quotas/index.html"
 
     def get_context_data(self, **kwargs):
-        nodes = load_tree()
+        nodes = load_tree(self.request.user)
         keys = resource_keys(nodes)
         key = choose_key(keys, self.request.GET.get("key"))
         roots = [n for n in nodes if n.parent_id is None]
         return super().get_context_data(**kwargs) | {
             "keys": keys, "key": key, "stats": tree_stats(nodes),
             "tree_data": tree_payload(nodes, keys, key), "tree_html": tree_html(roots, key),
-            "may_create": manages_anything(self.request.user), "topics": ["quotas"], "quota_labels": script_labels(),
+            "may_create": may_any(self.request.user, "add", QuotaGroup), "topics": ["quotas"], "quota_labels": script_labels(),
+            "may_view_clusters": may(self.request.user, "view", Cluster),
         }
 
 
@@ -341,33 +347,21 @@ def charges_page(group: QuotaGroup, number_text: str | None) -> Page:
     return page
 
 
-def history(group: QuotaGroup) -> list[ObjectChange]:
-    """The audit entries of this group (this row: a re-created name is another object)."""
-    object_type = ContentType.objects.get_for_model(QuotaGroup)
-    entries = list(ObjectChange.objects.filter(object_type=object_type, object_id=str(group.pk))
-                   .order_by("-time", "-pk")[:HISTORY_ROWS])
-    for entry in entries:
-        entry.changes = audit_changes(entry.before or {}, entry.after or {})
-    return entries
+def history(group: QuotaGroup) -> list[QuotaGroupRevision]:
+    """The group's revisions, newest first, each with what changed since the one before."""
+    rows = list(group.revisions.order_by("-number")[: HISTORY_ROWS + 1])
+    for newer, older in zip(rows, [*rows[1:], None], strict=True):
+        newer.changes = [{"field": c["path"], "before": _shown(c["old"]), "after": _shown(c["new"])}
+                         for c in diff(older.spec() if older else {}, newer.spec())]
+    return rows[:HISTORY_ROWS]
 
 
-def audit_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """What changed, one row per field and per resource key (``hard.limits.cpu: 100 → 60``), not whole dicts."""
-    flat_before, flat_after = flatten(before), flatten(after)
-    return [{"field": k, "before": flat_before.get(k), "after": flat_after.get(k)}
-            for k in sorted(set(flat_before) | set(flat_after)) if flat_before.get(k) != flat_after.get(k)]
-
-
-def flatten(snapshot: Mapping[str, Any]) -> dict[str, str]:
-    flat: dict[str, str] = {}
-    for name, value in snapshot.items():
-        if isinstance(value, Mapping):
-            flat.update({f"{name}.{key}": str(item) for key, item in value.items()})
-        elif isinstance(value, list | tuple):
-            flat[name] = ", ".join(map(str, value)) or "—"
-        elif value is not None and value != "":
-            flat[name] = str(value)
-    return flat
+def _shown(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, list | tuple):
+        return ", ".join(map(str, value)) or "—"
+    return str(value)
 
 
 def cash_chart(group: QuotaGroup, now: datetime | None = None) -> dict[str, Any] | None:
@@ -397,20 +391,11 @@ def cash_chart(group: QuotaGroup, now: datetime | None = None) -> dict[str, Any]
     return {"series": series}
 
 
-class GroupPermissionMixin(PermissionRequiredMixin):
-    """Reads need the view permission; each write asks ``delegation`` about this very group."""
-
-    permission_required = VIEW
-
-    def require(self, verb: Verb, group: QuotaGroup | None) -> None:
-        if not may_manage(self.request.user, verb, group):
-            raise PermissionDenied(_("You may not change this part of the quota tree."))
-
-
-class GroupDetailView(GroupPermissionMixin, DetailView):
+class GroupDetailView(PermissionMixin, DetailView):
     """A group: breadcrumbs, per-resource bars, children, owners, workloads, cash burn-down,
     history, and only the write forms this user may use."""
 
+    model = QuotaGroup
     template_name = "quotas/group_detail.html"
     context_object_name = "group"
     slug_field = slug_url_kwarg = "name"
@@ -433,18 +418,20 @@ class GroupDetailView(GroupPermissionMixin, DetailView):
         return context
 
     def write_forms(self, group: QuotaGroup, children: list[dict[str, Any]], owners: list[str]) -> dict[str, Any]:
-        user, forms = self.request.user, {}
-        if may_manage(user, "add", group):
+        """Only the forms this user may submit for this group, each carrying its version."""
+        forms: dict[str, Any] = {}
+        version = concurrency.etag(group)
+        if self.can("add", group):
             forms["child_form"] = GroupCreateForm(parent=group.name, fixed_parent=True, auto_id="child_%s",
                                                   initial={"hard": resource_lines({k: "0" for k in group.hard})})
-        if may_manage(user, "change", group):
-            forms["resize_form"] = ResizeForm(prefix="resize", initial={"hard": resource_lines(group.hard)})
-            forms["owners_form"] = OwnersForm(prefix="owners", initial={"owners": ", ".join(owners)})
+        if self.can("change", group):
+            forms["resize_form"] = ResizeForm(prefix="resize", initial={"hard": resource_lines(group.hard), "version": version})
+            forms["owners_form"] = OwnersForm(prefix="owners", initial={"owners": ", ".join(owners), "version": version})
             siblings = self.siblings(group)
             if siblings:
-                forms["move_form"] = MoveForm(prefix="move", siblings=siblings)
-        if may_manage(user, "delete", group):
-            forms["delete_form"] = DeleteForm(prefix="delete")
+                forms["move_form"] = MoveForm(prefix="move", siblings=siblings, initial={"version": version})
+        if self.can("delete", group):
+            forms["delete_form"] = DeleteForm(prefix="delete", initial={"version": version})
             forms["delete_blocked"] = bool(children)
         return forms
 
@@ -455,33 +442,17 @@ class GroupDetailView(GroupPermissionMixin, DetailView):
         return list(rows.values_list("name", flat=True))
 
 
-class GroupActionView(GroupDetailView):
-    """A POST-only write on one group. On a refusal the detail page comes back with the bound
-    form saying why, so nothing typed is lost and nothing is a 500."""
+class GroupVerbView(VerbViewMixin, GroupDetailView):
+    """A POST-only write on one group (``core.views.VerbViewMixin``); on a refusal the detail
+    page comes back with the bound form saying why."""
 
-    http_method_names = ["post"]
-    verb: Verb = "change"
-    form_key = ""
+    action = "change"
 
-    def make_form(self, group: QuotaGroup):
+    def perform(self, group: QuotaGroup, form) -> HttpResponse | str | None:
         raise NotImplementedError
 
-    def perform(self, group: QuotaGroup, form) -> HttpResponse | None:
-        raise NotImplementedError
 
-    def post(self, request, *args, **kwargs):
-        self.object = group = self.get_object()
-        self.require(self.verb, group)
-        form = self.make_form(group)
-        if form.is_valid():
-            try:
-                return self.perform(group, form) or redirect(group_url(group.name))
-            except QuotaRefused as exc:
-                add_refusal(form, exc)
-        return self.render_to_response(self.get_context_data(**{self.form_key: form}))
-
-
-class GroupResizeView(GroupActionView):
+class GroupResizeView(GroupVerbView):
     form_key = "resize_form"
 
     def make_form(self, group):
@@ -495,7 +466,7 @@ class GroupResizeView(GroupActionView):
         return None
 
 
-class GroupOwnersView(GroupActionView):
+class GroupOwnersView(GroupVerbView):
     form_key = "owners_form"
 
     def make_form(self, group):
@@ -507,7 +478,7 @@ class GroupOwnersView(GroupActionView):
         return None
 
 
-class GroupMoveView(GroupActionView):
+class GroupMoveView(GroupVerbView):
     form_key = "move_form"
 
     def make_form(self, group):
@@ -517,9 +488,9 @@ class GroupMoveView(GroupActionView):
         name = form.cleaned_data["target"]
         target = QuotaGroup.objects.filter(name=name).first()
         if target is None:
-            raise QuotaRefused("unknown_target", _('No quota group named "%(name)s".') % {"name": name}, field="target")
-        if not may_manage(self.request.user, "change", target):
-            raise QuotaRefused("forbidden_target", _('You may not change "%(name)s".') % {"name": name}, field="target")
+            raise Refused("unknown_target", _('No quota group named "%(name)s".') % {"name": name}, field="target")
+        if not may(self.request.user, "change", target):
+            raise Refused("forbidden_target", _('You may not change "%(name)s".') % {"name": name}, field="target")
         services.move_quota(group, target, form.cleaned_data["amount"], reason=form.cleaned_data["reason"])
         messages.success(self.request, _("Moved %(amount)s from %(source)s to %(target)s.")
                          % {"amount": resource_lines(form.cleaned_data["amount"]).replace("\n", ", "),
@@ -527,8 +498,8 @@ class GroupMoveView(GroupActionView):
         return None
 
 
-class GroupDeleteView(GroupActionView):
-    verb, form_key = "delete", "delete_form"
+class GroupDeleteView(GroupVerbView):
+    action, form_key = "delete", "delete_form"
 
     def make_form(self, group):
         return DeleteForm(self.request.POST, prefix="delete")
@@ -537,18 +508,20 @@ class GroupDeleteView(GroupActionView):
         parent = group.parent.name if group.parent_id else None
         services.delete_group(group, reason=form.cleaned_data["reason"])
         messages.success(self.request, _("Deleted %(group)s; its quota returned to its parent.") % {"group": group.name})
-        return redirect(group_url(parent) if parent else reverse("quotas:index"))
+        return group_url(parent) if parent else reverse("quotas:index")
 
 
 # ---------------------------------------------------------------------------- create
 
-class GroupCreateView(GroupPermissionMixin, FormView):
+class GroupCreateView(PermissionMixin, FormView):
     """A new root, or a child of ``?parent=`` (then fixed: the detail page's "create child" posts here).
 
     Without ``?parent=`` the parent is typed; owners may then name a group inside their
     subtree, and only holders of the add permission may leave it empty (a new root).
     """
 
+    model = QuotaGroup
+    action = "add"
     template_name = "quotas/group_form.html"
     form_class = GroupCreateForm
 
@@ -573,8 +546,9 @@ class GroupCreateView(GroupPermissionMixin, FormView):
     def check_may_create(self) -> None:
         """With a fixed parent: may this user add under it? Otherwise: may they add anywhere?"""
         if self.parent_name is not None:
-            self.require("add", self.parent_row)
-        elif not manages_anything(self.request.user):
+            if not may(self.request.user, "add", self.parent_row):
+                raise PermissionDenied(_("You may not change this part of the quota tree."))
+        elif not may_any(self.request.user, "add", QuotaGroup):
             raise PermissionDenied(_("You may not create quota groups."))
 
     def get_form_kwargs(self):
@@ -591,9 +565,9 @@ class GroupCreateView(GroupPermissionMixin, FormView):
         """Why this user may not create under a typed parent (None: they may, or the services will say it is unknown)."""
         user = self.request.user
         if parent is None:
-            return None if may_manage(user, "add", None) else _("Only operators create root groups; name a parent you manage.")
+            return None if may(user, "add", QuotaGroup) else _("Only operators create root groups; name a parent you manage.")
         row = QuotaGroup.objects.filter(name=parent).first()
-        if row is None or may_manage(user, "add", row):
+        if row is None or may(user, "add", row):
             return None
         return _('You may not create groups under "%(parent)s": it is outside the subtrees you manage.') % {"parent": parent}
 
@@ -606,7 +580,7 @@ class GroupCreateView(GroupPermissionMixin, FormView):
         try:
             group = services.create_group(name=data["name"], parent=data["parent"], hard=data["hard"],
                                           description=data["description"], owners=data["owners"], reason=data["reason"])
-        except QuotaRefused as exc:
+        except Refused as exc:
             add_refusal(form, exc)
             return self.form_invalid(form)
         messages.success(self.request, _("Created %(group)s.") % {"group": group.name})
@@ -635,10 +609,11 @@ spec:
 """
 
 
-class CheckView(PermissionRequiredMixin, FormView):
+class CheckView(PermissionMixin, FormView):
     """"Would this workload be admitted now?" — the admission decision, committing nothing."""
 
-    permission_required = VIEW
+    model = QuotaGroup
+    action = "add"  # a preview needs the role that could make the change, as every what-if does
     template_name = "quotas/check.html"
     form_class = CheckForm
 
@@ -654,3 +629,46 @@ class CheckView(PermissionRequiredMixin, FormView):
         delta = [{"key": k, "value": v} for k, v in sorted(decision.delta.items())]
         return self.render_to_response(self.get_context_data(form=form, decision=decision, delta=delta))
 
+
+# ---------------------------------------------------------------------------- the admission webhook of a cluster
+
+class WebhookClustersView(PermissionMixin, TemplateView):
+    """The clusters whose quota webhook configuration can be previewed (and, by admins, applied)."""
+
+    model = Cluster
+    template_name = "quotas/webhook_clusters.html"
+
+    def get_context_data(self, **kwargs):
+        clusters = restrict(Cluster.objects.order_by("name"), self.request.user, "view").values_list("name", flat=True)
+        return super().get_context_data(**kwargs) | {"clusters": list(clusters)}
+
+
+class WebhookConfigurationPageView(WebhookPageMixin, FormView):
+    """One cluster's ``ValidatingWebhookConfiguration`` and the API server's token files, shown
+    before anything is applied (``fleet.views.WebhookPageMixin``); the URL names the cluster."""
+
+    webhook = webhook.CONFIGURATION
+    template_name = "quotas/webhook.html"
+    form_class = WebhookConfigurationForm
+
+    def dispatch(self, request, *args, **kwargs):
+        self.cluster = get_object_or_404(Cluster, name=kwargs["cluster"])
+        return super().dispatch(request, *args, **kwargs)
+
+    def get_form_kwargs(self):
+        kwargs = super().get_form_kwargs()
+        if self.request.method == "GET" and self.request.GET:
+            kwargs["data"] = self.request.GET  # the preview of a typed URL, bound so its errors show
+        return kwargs
+
+    def get_initial(self):
+        return {"base_url": str(getattr(settings, "MERIDIAN_PUBLIC_URL", "") or "")}
+
+    def webhook_cluster(self, form) -> Cluster:
+        return self.cluster
+
+    def applied_url(self, cluster: Cluster) -> str:
+        return reverse("quotas:webhook-configuration", args=[cluster.name])
+
+    def get_context_data(self, **kwargs):
+        return super().get_context_data(**kwargs) | {"cluster": self.cluster}

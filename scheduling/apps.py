@@ -6,3 +6,57 @@ class SchedulingConfig(AppConfig):
 
     name = "scheduling"
     verbose_name = "Scheduling"
+
+    def ready(self) -> None:
+        self.ready_policies()
+        self.ready_cpu()
+
+    def ready_policies(self) -> None:
+        """Part A (unified scheduling): operator verbs, the live topic, the default policy, and
+        the fleet simulator's placement engine."""
+        from django.db.models.signals import post_migrate
+
+        from core.events import register_topic_kind
+        from core.roles import grant_to_operators
+
+        from . import simplacer
+        from .models import SchedulingPolicy
+        from .services import ensure_default_policy
+
+        grant_to_operators(*(f"scheduling.{verb}_{model}"
+                             for model in ("schedulingpolicy", "nodeschedulerconfig", "podschedulerconfig",
+                                           "schedulerconfigbinding")
+                             for verb in ("add", "change", "delete", "rollback")))
+        register_topic_kind("scheduling", model=SchedulingPolicy)
+        post_migrate.connect(ensure_default_policy, sender=self, dispatch_uid="scheduling-default-policy")
+        simplacer.register()  # the fleet simulator places its pods through the scheduling engine
+
+    def ready_cpu(self) -> None:
+        """Part B (CPU co-location): operator verbs, and a reconcile after inventory syncs."""
+        from core.roles import grant_to_operators
+        from fleet.signals import nodes_changed, workloads_changed
+
+        from . import cpu_tasks  # noqa: F401  (registered here too, so web processes send deliveries at once)
+
+        grant_to_operators("scheduling.allocate_nodecpu", "scheduling.release_isolate_nodecpu", "scheduling.change_nodecpu")
+        nodes_changed.connect(_queue_cpu_reconcile, dispatch_uid="scheduling-cpu-nodes-changed")
+        workloads_changed.connect(_queue_cpu_reconcile, dispatch_uid="scheduling-cpu-workloads-changed")
+
+
+def _queue_cpu_reconcile(sender, cluster, **_) -> None:
+    """A sync changed nodes or workloads of a cluster that uses CPU co-location: reconcile it
+    (once: a reconcile job still waiting to start reads the newest state anyway)."""
+    from django.contrib.contenttypes.models import ContentType
+
+    from core.jobs import enqueue
+    from core.models import Job
+
+    from .cpu_services import RECONCILE_TASK
+    from .models import NodeCPU
+
+    if not NodeCPU.objects.filter(cluster_id=cluster.pk).exists():
+        return
+    waiting = Job.objects.filter(task_name=RECONCILE_TASK, status=Job.Status.PENDING, object_id=str(cluster.pk),
+                                 object_type=ContentType.objects.get_for_model(type(cluster))).exists()
+    if not waiting:
+        enqueue(RECONCILE_TASK, cluster.name, obj=cluster)

@@ -1,1 +1,3 @@
-"""Scheduling Celery tasks."""
+"""Scheduling Celery tasks (one module per part; imported here so Celery's autodiscovery finds them)."""
+
+from .cpu_tasks import cpu_deliver, cpu_reconcile_all, cpu_reconcile_cluster  # noqa: F401

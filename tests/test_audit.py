@@ -11,7 +11,7 @@ from django.db import transaction
 
 from core.audit import record_change, snapshot
 from core.context import acting_as
-from core.jobs import create_job, running
+from core.jobs import running
 from core.models import APIToken, Job, ObjectChange
 
 
@@ -37,7 +37,7 @@ def test_a_malformed_request_id_is_replaced(client):
 @pytest.mark.django_db
 def test_system_actor_and_rollback_leave_no_partial_entry():
     with acting_as("system:test-reconciler") as actor:
-        job = create_job("reconcile")
+        job = Job.objects.create(kind="reconcile", triggered_by="test")
         entry = record_change(job, "create", after=snapshot(job))
     assert entry.actor == "system:test-reconciler" and entry.request_id == actor.request_id and entry.source == "system"
     with pytest.raises(RuntimeError):
@@ -63,13 +63,13 @@ def test_unknown_action_is_refused():
 
 @pytest.mark.django_db
 def test_job_lifecycle_records_success_and_failure():
-    ok = create_job("demo")
+    ok = Job.objects.create(kind="demo", triggered_by="test")
     with running(ok.pk):
         pass
     ok.refresh_from_db()
     assert ok.status == Job.Status.SUCCEEDED and ok.started and ok.finished
 
-    bad = create_job("demo")
+    bad = Job.objects.create(kind="demo", triggered_by="test")
     with pytest.raises(ZeroDivisionError):
         with running(bad.pk):
             1 / 0

@@ -136,3 +136,21 @@ async def test_malformed_topics_are_rejected_by_publish():
     for topic in ("", "UPPER", "no spaces", "x" * 200, "unregistered-kind"):
         with pytest.raises(ValueError):
             events.publish(topic, "e")
+
+
+async def test_a_quiet_subscription_stays_open_past_the_redis_read_timeout(viewer):
+    """A page with nothing happening must not drop: channels_redis blocks 5 s per pop and
+    redis-py's default socket timeout is 5 s too, so an idle consumer used to die within
+    seconds (the Redis layer's read timing out). 12 s of silence, then an event still arrives."""
+    communicator, connected = await connect(await sync_to_async(session_headers)(viewer))
+    assert connected
+    await communicator.receive_json_from(timeout=5)
+    job = await Job.objects.acreate(kind="probe", triggered_by="test")
+    await subscribe(communicator, f"job-{job.pk}")
+    assert await communicator.receive_nothing(timeout=12, interval=0.5), "nothing is sent while nothing happens"
+    await sync_to_async(events.send_now)(f"job-{job.pk}", "job.status", {"status": "after the quiet"})
+    event = await communicator.receive_json_from(timeout=5)
+    assert event["data"]["status"] == "after the quiet"
+    await communicator.send_json_to({"type": "ping"})
+    assert (await communicator.receive_json_from(timeout=5))["type"] == "pong"
+    await communicator.disconnect()

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from celery.contrib.testing.worker import start_worker
 from django.conf import settings
 
 from config.celery import app
+from core.jobs import enqueue
+from core.models import Job
 from core.redis import get_redis
 from core.sharding import all_shard_queues, parse_shard_spec, shard_for, shard_queue, sharded_task
 from kube.hashing import fnv32a, stable_hash
@@ -67,12 +71,37 @@ def test_a_task_routed_by_key_lands_on_the_queue_its_hash_names():
         redis.delete(queue)
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_worker_owning_one_shard_runs_that_shards_tasks():
     key = "sh-1"
     queue = shard_queue(f"cluster/{key}")
     with start_worker(app, queues=[queue], perform_ping_check=False, pool="solo", shutdown_timeout=10):
         result = where_am_i.delay(key, payload="ran")
-        assert result.get(timeout=20) == {"key": key, "payload": "ran", "queue": queue}
+        job = wait_for_job(result.id)
+    assert job.status == Job.Status.SUCCEEDED and job.task_name == "tests.where_am_i"
+    assert job.result == {"key": key, "payload": "ran", "queue": queue}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_enqueued_with_extra_arguments_routes_by_its_key_and_runs():
+    """``enqueue`` (the outbox) passes ``job_id`` along: the key function never sees it, and the
+    Job row records the task's result (the old shard router broke on arguments it did not take)."""
+    key = "sh-2"
+    queue = shard_queue(f"cluster/{key}")
+    with start_worker(app, queues=[queue], perform_ping_check=False, pool="solo", shutdown_timeout=10):
+        job = enqueue("tests.where_am_i", key, payload="outbox")  # outside a transaction: sent at once
+        job = wait_for_job(job.task_id)
+    assert job.status == Job.Status.SUCCEEDED and job.result["queue"] == queue and job.attempts == 1
+
+
+def wait_for_job(task_id: str, timeout: float = 20) -> Job:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = Job.objects.filter(task_id=task_id).first()
+        if job is not None and job.status in Job.FINISHED:
+            return job
+        time.sleep(0.05)
+    raise AssertionError(f"job of task {task_id} did not finish: {job and job.status}")
 
 
 def test_explicit_queue_overrides_the_shard():

@@ -32,7 +32,7 @@ def test_password_exchange_gives_a_token_stored_only_as_a_hash(viewer):
 def test_bad_credentials_are_a_400_naming_the_problem(viewer, body, field):
     response = APIClient().post("/api/v1/auth/token/", body, format="json")
     assert response.status_code == 400
-    assert field in response.json()
+    assert field in response.json()["errors"]
     assert not APIToken.objects.exists()
 
 

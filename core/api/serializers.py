@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from django.contrib.auth import authenticate
 from django.utils.translation import gettext_lazy as _
-from rest_framework import serializers
+from axes.exceptions import AxesBackendPermissionDenied
+from rest_framework import exceptions, serializers
 
 from ..models import APIToken, Job, ObjectChange
 
@@ -14,7 +15,13 @@ class TokenRequestSerializer(serializers.Serializer):
     write_enabled = serializers.BooleanField(required=False, default=True)
 
     def validate(self, attrs):
-        user = authenticate(self.context.get("request"), username=attrs["username"], password=attrs["password"])
+        """django-axes counts failures per (username, address) in the database, for every
+        process; a locked pair answers 429 like the browser login."""
+        request = self.context.get("request")
+        try:
+            user = authenticate(getattr(request, "_request", request), username=attrs["username"], password=attrs["password"])
+        except AxesBackendPermissionDenied as exc:
+            raise exceptions.Throttled(detail=_("Too many failed logins for this user from this address; try again later.")) from exc
         if user is None or not user.is_active:
             raise serializers.ValidationError({"non_field_errors": [_("Unable to log in with the given credentials.")]})
         attrs["user"] = user

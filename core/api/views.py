@@ -6,10 +6,10 @@ from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from .. import jobs
+from ..tokens import revoke_token
 from ..filtersets import JobFilterSet, ObjectChangeFilterSet
 from ..models import APIToken, Job, ObjectChange
 from ..roles import user_role
@@ -52,8 +52,6 @@ class TokenObtainView(generics.GenericAPIView):
 
     authentication_classes: list = []
     permission_classes = [AllowAny]
-    throttle_classes = [ScopedRateThrottle]
-    throttle_scope = "login"
     serializer_class = TokenRequestSerializer
 
     @extend_schema(responses={201: TokenResponseSerializer})
@@ -87,6 +85,9 @@ class APITokenViewSet(MeridianListDestroyViewSet):
     def get_queryset(self):
         return APIToken.objects.filter(user=self.request.user)
 
+    def perform_destroy(self, obj, *, reason=""):
+        revoke_token(obj)
+
 
 class JobViewSet(MeridianReadOnlyViewSet):
     queryset = Job.objects.select_related("object_type")
@@ -95,12 +96,10 @@ class JobViewSet(MeridianReadOnlyViewSet):
     ordering_fields = ["created", "finished", "kind", "status"]
 
     @extend_schema(request=None, responses={200: JobSerializer, 409: dict})
-    @action(detail=True, methods=["post"], action_permissions=["core.cancel_job"])
+    @action(detail=True, methods=["post"], verb="cancel")
     def cancel(self, request, pk=None):
-        job = self.get_object()
-        if not jobs.cancel_job(job):
-            return Response({"detail": f"job already {job.status}"}, status=status.HTTP_409_CONFLICT)
-        return Response(JobSerializer(job).data)
+        """Cancel a job that has not finished and revoke its task; 409 when it already finished."""
+        return self.respond(jobs.cancel_job(self.get_object()))
 
 
 class ObjectChangeViewSet(MeridianReadOnlyViewSet):

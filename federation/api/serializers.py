@@ -9,8 +9,7 @@ from typing import Any
 import yaml
 from rest_framework import serializers
 
-from fleet.models import Cluster
-
+from ..limits import deeper_than, too_deep_message
 from ..models import FederatedObject, FederatedRevision, MemberObject, OverridePolicy, PropagationPolicy
 
 #: Upper bound for a pasted manifest (a Deployment is a few KiB; a CRD instance rarely 1 MiB).
@@ -26,6 +25,10 @@ def parse_manifest(text: str) -> Any:
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise serializers.ValidationError({"manifest": f"not valid YAML{where}: {problem}"}) from None
+    except RecursionError:
+        raise serializers.ValidationError({"manifest": too_deep_message()}) from None
+    if any(deeper_than(document) for document in documents):
+        raise serializers.ValidationError({"manifest": too_deep_message()})
     if not documents:
         raise serializers.ValidationError({"manifest": "the manifest is empty"})
     if len(documents) > 1:
@@ -155,17 +158,8 @@ class WhatIfSerializer(ObjectInputSerializer):
 class FederatedRevisionSerializer(serializers.ModelSerializer):
     class Meta:
         model = FederatedRevision
-        fields = ["revision", "template_hash", "change_cause", "created_by", "created", "template"]
+        fields = ["number", "action", "template_hash", "reason", "rollback_of", "created_by", "created", "template"]
         read_only_fields = fields
-
-
-class FederatedRollbackSerializer(serializers.Serializer):
-    revision = serializers.IntegerField(min_value=1)
-    reason = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
-
-
-class FederationReasonSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
 
 
 class ExplainSerializer(serializers.Serializer):
@@ -255,37 +249,6 @@ class PlanResultSerializer(serializers.Serializer):
 
 
 # --------------------------------------------------------------------------- clusters
-
-
-class MemberClusterSerializer(serializers.ModelSerializer):
-    """A member cluster as federation sees it: readiness, cordon, water level, objects it runs."""
-
-    cordon = serializers.SerializerMethodField()
-    water_level = serializers.SerializerMethodField()
-    federated_objects = serializers.IntegerField(read_only=True, default=0,
-                                                 help_text="Federated objects with a member here.")
-
-    class Meta:
-        model = Cluster
-        fields = ["name", "display_name", "labels", "taints", "ready", "status_reason", "api_resources",
-                  "federated_objects", "cordon", "water_level"]
-        read_only_fields = fields
-
-    def get_cordon(self, obj: Cluster) -> dict[str, Any] | None:
-        try:
-            state = obj.cordon
-        except Cluster.cordon.RelatedObjectDoesNotExist:
-            return None
-        return {"drain": state.drain, "reason": state.reason, "created_by": state.created_by,
-                "created": state.created.isoformat()}
-
-    def get_water_level(self, obj: Cluster) -> dict[str, Any] | None:
-        levels = self.context.get("water_levels") or {}
-        row = levels.get(obj.name)
-        if row is None:
-            return None
-        return {"weight": row["weight"], "cordoned": row["cordoned"], "draining": row["draining"],
-                "resources": row["resources"]}
 
 
 class WaterLevelQuerySerializer(serializers.Serializer):

@@ -9,7 +9,6 @@ router = SimpleRouter()
 router.register("propagation-policies", views.PropagationPolicyViewSet, basename="propagationpolicy")
 router.register("override-policies", views.OverridePolicyViewSet, basename="overridepolicy")
 router.register("objects", views.FederatedObjectViewSet, basename="federatedobject")
-router.register("clusters", views.MemberClusterViewSet, basename="cluster")
 
 urlpatterns = [
     path("what-if/", views.WhatIfView.as_view(), name="what-if"),

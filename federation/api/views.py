@@ -1,8 +1,9 @@
 """Federation REST API: policies, federated objects (submit, roll out, explain), what-if,
-the Spread planner, member clusters (cordon, drain) and water levels.
+the Spread planner and water levels. Member clusters are the fleet's one cluster resource
+(``/api/v1/fleet/clusters/``, where cordon and drain live).
 
 Every write goes through ``federation.services`` (validation, audit, reconcile after commit);
-a refusal (``FederationRefused``) answers 400 with one message list per field path, e.g.
+a refusal answers 400 with the one error body, its ``errors`` naming each field path, e.g.
 ``{"spec.placement[0].preferences.minReplicas": ["must be a non-negative integer"]}``.
 """
 
@@ -23,22 +24,29 @@ from rest_framework.filters import OrderingFilter, SearchFilter
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api.viewsets import MeridianModelViewSet, MeridianReadOnlyViewSet
+from core.api.viewsets import MeridianModelViewSet, ReasonSerializer, RevisionsMixin
+from core.errors import Refused
 from core.permissions import RolePermission
 from fleet.models import Cluster
 from kube.jsonpatch import merge_patch
 
 from .. import planner, services, water, whatif
+from ..limits import deeper_than, too_deep_message
+
+
+def _valid(serializer_class, data: Any, *, partial: bool = False) -> dict[str, Any]:
+    """A plain API view's body (viewsets use ``self.valid``), refused with field errors."""
+    if not isinstance(data, Mapping):
+        raise ValidationError({"non_field_errors": ["the body must be a JSON object"]})
+    serializer = serializer_class(data=data, partial=partial)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
 from ..models import FederatedObject, MemberObject, OverridePolicy, PropagationPolicy
-from ..services import FederationRefused
 from .serializers import (
     ExplainSerializer,
     FederatedObjectDetailSerializer,
     FederatedObjectSerializer,
     FederatedRevisionSerializer,
-    FederatedRollbackSerializer,
-    FederationReasonSerializer,
-    MemberClusterSerializer,
     PlannerSerializer,
     PlanResultSerializer,
     PolicySerializer,
@@ -48,35 +56,16 @@ from .serializers import (
     WhatIfSerializer,
 )
 
-MANAGE_ROLLOUT = ["federation.manage_rollout"]
-RESCHEDULE = ["federation.reschedule_federatedobject"]
-CORDON = ["federation.cordon_cluster"]
-VIEW_OBJECTS = ["federation.view_federatedobject"]
-
-REFUSED = OpenApiResponse(description="Refused: field path → messages.")
-
-
-def refused(exc: FederationRefused) -> Response:
-    """The service's field errors in DRF's shape (field → list of messages)."""
-    return Response({field: [message] for field, message in exc.errors.items()}, status=status.HTTP_400_BAD_REQUEST)
-
-
-def _valid(serializer_class, data: Any, *, partial: bool = False) -> dict[str, Any]:
-    if not isinstance(data, Mapping):
-        raise ValidationError({"non_field_errors": ["the body must be a JSON object"]})
-    serializer = serializer_class(data=data, partial=partial)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
+REFUSED = OpenApiResponse(description="Refused: the one error body, field path → messages.")
 
 
 class PreviewPermission(RolePermission):
-    """For POST endpoints that compute and commit nothing (what-if, planner). Like every other
-    preview (the quota what-if, the node config preview) they need the role that could make
-    the change, so a viewer's POST is always refused; read-only API tokens may call them."""
+    """For POST endpoints that compute and commit nothing (what-if, planner): like every other
+    preview they need the role that could make the change; read-only API tokens may call them."""
 
     def has_permission(self, request, view) -> bool:
         user = request.user
-        if not (user and user.is_authenticated):
+        if not (user and user.is_authenticated and user.is_active):
             return False
         return user.has_perms(view.required_permissions.get(request.method, ()))
 
@@ -92,58 +81,44 @@ class _PolicyViewSet(MeridianModelViewSet):
     ordering_fields = ["namespace", "name", "updated", "object_count"]
 
     def get_queryset(self):
-        queryset = self.model.objects.annotate(object_count=Count("federated_objects", distinct=True))
+        queryset = super().get_queryset().annotate(object_count=Count("federated_objects", distinct=True))
         namespace = self.request.query_params.get("namespace") if self.request else None
         if namespace == "":
             queryset = queryset.filter(namespace="")  # ?namespace= lists the fleet-wide policies
         return queryset.order_by("namespace", "name")
 
-    def _out(self, policy) -> dict[str, Any]:
-        return self.get_serializer(self.get_queryset().get(pk=policy.pk)).data
-
     @extend_schema(request=PolicyWriteSerializer, responses={201: PolicySerializer, 400: REFUSED})
     def create(self, request, *args, **kwargs):
-        data = _valid(PolicyWriteSerializer, request.data)
-        try:
-            policy = services.save_policy(self.model, namespace=data["namespace"], name=data["name"],
-                                          spec=data["spec"], description=data["description"])
-        except FederationRefused as exc:
-            return refused(exc)
-        return Response(self._out(policy), status=status.HTTP_201_CREATED)
+        data = self.valid(PolicyWriteSerializer)
+        policy = services.save_policy(self.model, namespace=data["namespace"], name=data["name"], spec=data["spec"],
+                                      description=data["description"])
+        return self.respond(policy, status.HTTP_201_CREATED)
 
     @extend_schema(request=PolicyUpdateSerializer, responses={200: PolicySerializer, 400: REFUSED})
     def update(self, request, *args, **kwargs):
         """PUT replaces description and spec; PATCH changes what it names."""
         policy = self.get_object()
         partial = kwargs.get("partial", False)
-        data = _valid(PolicyUpdateSerializer, request.data, partial=partial)
+        data = self.valid(PolicyUpdateSerializer, partial=partial)
         errors = {field: ["cannot change; create a new policy instead"]
                   for field in ("namespace", "name") if field in data and data[field] != getattr(policy, field)}
         if not partial and "spec" not in data:
             errors["spec"] = ["This field is required."]
         if errors:
-            raise ValidationError(errors)
-        try:
-            policy = services.save_policy(self.model, namespace=policy.namespace, name=policy.name,
-                                          spec=data.get("spec", policy.spec),
-                                          description=data.get("description", "" if not partial else policy.description),
-                                          instance=policy)
-        except FederationRefused as exc:
-            return refused(exc)
-        return Response(self._out(policy))
+            raise Refused.from_errors(errors)
+        policy = services.save_policy(self.model, namespace=policy.namespace, name=policy.name,
+                                      spec=data.get("spec", policy.spec),
+                                      description=data.get("description", "" if not partial else policy.description),
+                                      instance=policy)
+        return self.respond(policy)
 
     @extend_schema(request=PolicyUpdateSerializer, responses={200: PolicySerializer, 400: REFUSED})
     def partial_update(self, request, *args, **kwargs):
         kwargs["partial"] = True
         return self.update(request, *args, **kwargs)
 
-    @extend_schema(responses={204: None, 400: REFUSED})
-    def destroy(self, request, *args, **kwargs):
-        try:
-            services.delete_policy(self.get_object())
-        except FederationRefused as exc:
-            return refused(exc)
-        return Response(status=status.HTTP_204_NO_CONTENT)
+    def perform_destroy(self, obj, *, reason=""):
+        services.delete_policy(obj)
 
 
 class PropagationPolicyViewSet(_PolicyViewSet):
@@ -172,13 +147,14 @@ def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str]:
 
 
 @extend_schema(parameters=[OpenApiParameter("search", str, description="Substring of the object's name.")])
-class FederatedObjectViewSet(MeridianModelViewSet):
+class FederatedObjectViewSet(RevisionsMixin, MeridianModelViewSet):
     """Federated objects: native objects (Deployment, ConfigMap, any CRD) propagated to member
     clusters. Writes are accepted here and carried out by the reconciler: a create or update
     answers at once with the new revision, placement and status follow."""
 
     queryset = FederatedObject.objects.select_related("propagation_policy", "override_policy")
     serializer_class = FederatedObjectSerializer
+    revision_serializer_class = FederatedRevisionSerializer
     filter_backends = [DjangoFilterBackend, SearchFilter, OrderingFilter]
     filterset_fields = ["namespace", "kind", "phase"]
     search_fields = ["name"]
@@ -196,8 +172,8 @@ class FederatedObjectViewSet(MeridianModelViewSet):
     def get_serializer_class(self):
         return FederatedObjectSerializer if self.action == "list" else FederatedObjectDetailSerializer
 
-    def _detail(self, fed: FederatedObject) -> dict[str, Any]:
-        return FederatedObjectDetailSerializer(self.get_queryset().get(pk=fed.pk)).data
+    def _detail(self, fed: FederatedObject, status_code: int = status.HTTP_200_OK) -> Response:
+        return self.respond(self.get_queryset().get(pk=fed.pk), status_code, serializer_class=FederatedObjectDetailSerializer)
 
     def _submit(self, obj: Any, data: Mapping[str, Any]) -> tuple[FederatedObject, bool]:
         return services.submit(obj, propagation_policy=data.get("propagation_policy") or None,
@@ -209,12 +185,9 @@ class FederatedObjectViewSet(MeridianModelViewSet):
     def create(self, request, *args, **kwargs):
         """Submit a native object (JSON ``object`` or YAML ``manifest``): 201 when new, 200
         when it updated an existing one (a new revision if the template changed)."""
-        data = _valid(SubmitSerializer, request.data)
-        try:
-            fed, created = self._submit(data["object"], data)
-        except FederationRefused as exc:
-            return refused(exc)
-        return Response(self._detail(fed), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        data = self.valid(SubmitSerializer)
+        fed, created = self._submit(data["object"], data)
+        return self._detail(fed, status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
     @extend_schema(request=SubmitSerializer, responses={200: FederatedObjectDetailSerializer, 400: REFUSED})
     def update(self, request, *args, **kwargs):
@@ -222,12 +195,14 @@ class FederatedObjectViewSet(MeridianModelViewSet):
         namespace and name cannot change."""
         fed = self.get_object()
         partial = kwargs.get("partial", False)
-        data = _valid(SubmitSerializer, request.data, partial=partial)
+        data = self.valid(SubmitSerializer, partial=partial)
         if fed.deleting:
-            return refused(FederationRefused({"object": f"{fed} is being deleted"}))
+            raise Refused("deleting", f"{fed} is being deleted", field="object")
         if "object" in data:
             if not isinstance(data["object"], Mapping):
                 raise ValidationError({"object": ["must be a Kubernetes object (a JSON/YAML mapping)"]})
+            if deeper_than(data["object"]):
+                raise Refused.from_errors({"object": too_deep_message()})
             obj = merge_patch(fed.template, data["object"]) if partial else copy.deepcopy(dict(data["object"]))
         else:
             obj = copy.deepcopy(fed.template)
@@ -241,12 +216,9 @@ class FederatedObjectViewSet(MeridianModelViewSet):
         if name != fed.name:
             errors["object.metadata.name"] = [f"cannot change ({fed.name} → {name})"]
         if errors:
-            raise ValidationError(errors)
-        try:
-            fed, _ = self._submit(obj, data)
-        except FederationRefused as exc:
-            return refused(exc)
-        return Response(self._detail(fed))
+            raise Refused.from_errors(errors)
+        fed, _ = self._submit(obj, data)
+        return self._detail(fed)
 
     @extend_schema(request=SubmitSerializer, responses={200: FederatedObjectDetailSerializer, 400: REFUSED})
     def partial_update(self, request, *args, **kwargs):
@@ -268,48 +240,33 @@ class FederatedObjectViewSet(MeridianModelViewSet):
     def destroy(self, request, *args, **kwargs):
         """Remove it from every member cluster; the reconciler deletes it once they are clean."""
         fed = self.get_object()
-        if not fed.deleting:
-            services.delete(fed)
-        return Response(self._detail(fed), status=status.HTTP_202_ACCEPTED)
+        services.delete(fed)
+        return self._detail(fed, status.HTTP_202_ACCEPTED)
 
-    @extend_schema(responses={200: FederatedRevisionSerializer(many=True)})
-    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
-    def revisions(self, request, pk=None):
-        """Every template revision, newest first."""
-        return Response(FederatedRevisionSerializer(self.get_object().revisions.order_by("-revision"), many=True).data)
+    def perform_rollback(self, obj, number, reason):
+        return services.rollback(obj, number, reason=reason)
 
-    @extend_schema(request=FederatedRollbackSerializer, responses={200: FederatedObjectDetailSerializer, 400: REFUSED})
-    @action(detail=True, methods=["post"], action_permissions=MANAGE_ROLLOUT)
-    def rollback(self, request, pk=None):
-        """Roll out an earlier revision's template again, as a new revision."""
-        data = _valid(FederatedRollbackSerializer, request.data)
-        try:
-            fed = services.rollback(self.get_object(), data["revision"], change_cause=data["reason"])
-        except FederationRefused as exc:
-            return refused(exc)
-        return Response(self._detail(fed))
-
-    @extend_schema(request=FederationReasonSerializer, responses={200: FederatedObjectDetailSerializer})
-    @action(detail=True, methods=["post"], action_permissions=MANAGE_ROLLOUT)
+    @extend_schema(request=ReasonSerializer, responses={200: FederatedObjectDetailSerializer})
+    @action(detail=True, methods=["post"], verb="rollout")
     def pause(self, request, pk=None):
         """Hold the cross-cluster rollout where it is (scaling still applies)."""
-        data = _valid(FederationReasonSerializer, request.data or {})
-        return Response(self._detail(services.set_paused(self.get_object(), True, reason=data["reason"])))
+        data = self.valid(ReasonSerializer)
+        return self._detail(services.set_paused(self.get_object(), True, reason=data["reason"]))
 
-    @extend_schema(request=FederationReasonSerializer, responses={200: FederatedObjectDetailSerializer})
-    @action(detail=True, methods=["post"], action_permissions=MANAGE_ROLLOUT)
+    @extend_schema(request=ReasonSerializer, responses={200: FederatedObjectDetailSerializer})
+    @action(detail=True, methods=["post"], verb="rollout")
     def resume(self, request, pk=None):
-        data = _valid(FederationReasonSerializer, request.data or {})
-        return Response(self._detail(services.set_paused(self.get_object(), False, reason=data["reason"])))
+        data = self.valid(ReasonSerializer)
+        return self._detail(services.set_paused(self.get_object(), False, reason=data["reason"]))
 
-    @extend_schema(request=FederationReasonSerializer, responses={202: FederatedObjectDetailSerializer})
-    @action(detail=True, methods=["post"], action_permissions=RESCHEDULE)
+    @extend_schema(request=ReasonSerializer, responses={202: FederatedObjectDetailSerializer})
+    @action(detail=True, methods=["post"], verb="reschedule")
     def reschedule(self, request, pk=None):
         """Schedule afresh on the next reconcile, even if no scheduling input changed."""
-        data = _valid(FederationReasonSerializer, request.data or {})
+        data = self.valid(ReasonSerializer)
         fed = self.get_object()
         services.reschedule(fed, reason=data["reason"])
-        return Response(self._detail(fed), status=status.HTTP_202_ACCEPTED)
+        return self._detail(fed, status.HTTP_202_ACCEPTED)
 
     @extend_schema(responses={200: ExplainSerializer})
     @action(detail=True, methods=["get"])
@@ -334,10 +291,7 @@ class WhatIfView(APIView):
     @extend_schema(request=WhatIfSerializer, responses={200: OpenApiTypes.OBJECT, 400: REFUSED})
     def post(self, request):
         data = _valid(WhatIfSerializer, request.data)
-        try:
-            return Response(whatif.what_if(data["object"], data["policy"]))
-        except FederationRefused as exc:
-            return refused(exc)
+        return Response(whatif.what_if(data["object"], data["policy"]))
 
 
 class PlannerView(APIView):
@@ -358,56 +312,11 @@ class PlannerView(APIView):
                                             data["capacity"], data["limited_capacity"], key=data["key"],
                                             avoid_migration=data["avoid_migration"])
         except ValueError as exc:  # the serializer refuses negatives first; this is a backstop
-            raise ValidationError({"non_field_errors": [str(exc)]}) from None
+            raise Refused("invalid", str(exc)) from None
         return Response({"plan": placed, "overflow": overflow})
 
 
-# --------------------------------------------------------------------------- clusters, water levels
-
-
-class MemberClusterViewSet(MeridianReadOnlyViewSet):
-    """Member clusters as federation sees them: cordon state and water levels. Cordoning stops
-    new replicas; draining also moves replicas away, each workload within its rollout budget."""
-
-    queryset = Cluster.objects.select_related("cordon").annotate(
-        federated_objects=Count("federated_members", distinct=True)).order_by("name")
-    serializer_class = MemberClusterSerializer
-    lookup_field = "name"
-    lookup_value_regex = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-    filterset_fields = ["ready"]
-    ordering_fields = ["name"]
-
-    def get_serializer_context(self):
-        context = super().get_serializer_context()
-        context["water_levels"] = {row["name"]: row for row in water.water_levels()["clusters"]}
-        return context
-
-    def _cordon(self, request, *, drain: bool):
-        data = _valid(FederationReasonSerializer, request.data or {})
-        cluster = self.get_object()
-        services.cordon(cluster, drain=drain, reason=data["reason"])
-        return Response(self.get_serializer(self.get_queryset().get(pk=cluster.pk)).data)
-
-    @extend_schema(request=FederationReasonSerializer, responses={200: MemberClusterSerializer})
-    @action(detail=True, methods=["post"], action_permissions=CORDON)
-    def cordon(self, request, name=None):
-        """No new replicas go to this cluster; what runs there stays."""
-        return self._cordon(request, drain=False)
-
-    @extend_schema(request=FederationReasonSerializer, responses={200: MemberClusterSerializer})
-    @action(detail=True, methods=["post"], action_permissions=CORDON)
-    def drain(self, request, name=None):
-        """Cordon and move this cluster's replicas to others (one-click migration)."""
-        return self._cordon(request, drain=True)
-
-    @extend_schema(request=FederationReasonSerializer, responses={200: MemberClusterSerializer})
-    @action(detail=True, methods=["post"], action_permissions=CORDON)
-    def uncordon(self, request, name=None):
-        """Take new replicas again (replicas drained away do not move back by themselves)."""
-        data = _valid(FederationReasonSerializer, request.data or {})
-        cluster = self.get_object()
-        services.uncordon(cluster, reason=data["reason"])
-        return Response(self.get_serializer(self.get_queryset().get(pk=cluster.pk)).data)
+# --------------------------------------------------------------------------- water levels
 
 
 class WaterLevelsView(APIView):

@@ -29,10 +29,17 @@ class ConnectorError(Exception):
     Messages never contain credentials.
     """
 
+    #: Reasons that may go away by themselves: background work retries them (``core.taskbase``).
+    TRANSIENT_REASONS = frozenset({"unreachable", "server", "conflict", "throttled"})
+
     def __init__(self, message: str, *, reason: str = "server", status: int | None = None) -> None:
         super().__init__(message)
         self.reason = reason
         self.status = status
+
+    @property
+    def transient(self) -> bool:
+        return self.reason in self.TRANSIENT_REASONS
 
 
 @dataclass(frozen=True)

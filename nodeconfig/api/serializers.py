@@ -1,8 +1,9 @@
 from __future__ import annotations
 
-from typing import Any
 
 from rest_framework import serializers
+
+from core import concurrency
 
 from ..models import ConfigRevision, ConfigTarget, ConfigType, NodeConfig
 from ..services import TargetSpec
@@ -29,54 +30,25 @@ class ConfigTypeSerializer(serializers.ModelSerializer):
 
         return warnings_for({int(e.get("priority", 0)): list(e.get("keyList") or []) for e in obj.allowed_keys or []})
 
-    def validate_allowed_keys(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        from kube.labels import validate_label_key
-
-        priorities = [entry["priority"] for entry in value]
-        if len(set(priorities)) != len(priorities):
-            raise serializers.ValidationError("Each priority may appear once.")
-        for entry in value:
-            for key in entry["keyList"]:
-                problems = validate_label_key(key)
-                if problems:
-                    raise serializers.ValidationError(f"{key!r}: {problems[0]}")
-        return value
-
-    def validate_schema(self, value: Any) -> Any:
-        import jsonschema
-
-        if value in (None, {}):
-            return None
-        try:
-            jsonschema.Draft202012Validator.check_schema(value)
-        except jsonschema.SchemaError as exc:
-            raise serializers.ValidationError(f"Not a valid JSON schema: {exc.message}") from exc
-        return value
-
-    def validate_default_config(self, value: Any) -> Any:
-        if not isinstance(value, dict):
-            raise serializers.ValidationError("Must be a JSON object.")
-        return value
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        import jsonschema
-
-        schema = attrs.get("schema", getattr(self.instance, "schema", None))
-        default = attrs.get("default_config", getattr(self.instance, "default_config", {}))
-        if schema:
-            errors = list(jsonschema.Draft202012Validator(schema).iter_errors(default or {}))
-            if errors:
-                raise serializers.ValidationError({"default_config": f"Does not satisfy the schema: {errors[0].message}"})
-        return attrs
+    def to_internal_value(self, data):
+        values = super().to_internal_value(data)
+        if "allowed_keys" in values:
+            values["allowed_keys"] = [dict(entry) for entry in values["allowed_keys"]]
+        return values
 
 
-class TargetSerializer(serializers.ModelSerializer):
+class ConfigTargetSerializer(serializers.ModelSerializer):
     """A target; writes go through ``services.save_target`` (validation, revision, audit)."""
 
     type = serializers.SlugRelatedField(source="config_type", slug_field="name", queryset=ConfigType.objects.all())
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
     mode = serializers.CharField(read_only=True)
     revision = serializers.IntegerField(source="revision.number", read_only=True, default=None)
+    etag = serializers.SerializerMethodField()
+
+    def get_etag(self, obj: ConfigTarget) -> str:
+        """What to send as ``If-Match`` (the ETag header of a GET says the same)."""
+        return concurrency.etag(obj)
 
     class Meta:
         model = ConfigTarget
@@ -84,11 +56,11 @@ class TargetSerializer(serializers.ModelSerializer):
                   "last_duration", "config", "config_hash", "revision", "emergency", "expires_at", "deleted",
                   "wave_size", "wave_interval_seconds", "failure_threshold_percent", "paused", "rollout_state",
                   "rollout_message", "valid", "status_reason", "status_message", "matched_node_count",
-                  "observed_revision", "created", "updated"]
+                  "observed_revision", "etag", "created", "updated"]
         read_only_fields = fields
 
 
-class TargetWriteSerializer(serializers.Serializer):
+class ConfigTargetWriteSerializer(serializers.Serializer):
     """The contract fields of ``POST /api/v1/nodeconfig/targets/`` plus the rollout knobs."""
 
     type = serializers.SlugRelatedField(slug_field="name", queryset=ConfigType.objects.all())
@@ -105,8 +77,8 @@ class TargetWriteSerializer(serializers.Serializer):
     wave_interval_seconds = serializers.IntegerField(required=False, default=60, min_value=0, max_value=86400)
     failure_threshold_percent = serializers.IntegerField(required=False, default=10, min_value=0, max_value=100)
 
-    def spec(self) -> TargetSpec:
-        data = self.validated_data
+    @staticmethod
+    def spec_from(data: dict) -> TargetSpec:
         return TargetSpec(name=data["name"], cluster=data.get("cluster") or None,
                           node_label_selector=data["node_label_selector"], priority=data["priority"],
                           node_names=tuple(data["node_names"]), last_duration=data.get("last_duration") or "",
@@ -115,7 +87,7 @@ class TargetWriteSerializer(serializers.Serializer):
                           failure_threshold_percent=data["failure_threshold_percent"])
 
 
-class RevisionSerializer(serializers.ModelSerializer):
+class ConfigRevisionSerializer(serializers.ModelSerializer):
     cluster = serializers.CharField(source="cluster_name")
 
     class Meta:
@@ -123,15 +95,6 @@ class RevisionSerializer(serializers.ModelSerializer):
         fields = ["number", "action", "cluster", "node_label_selector", "priority", "node_names", "last_duration",
                   "config", "config_hash", "rollback_of", "reason", "created_by", "created"]
         read_only_fields = fields
-
-
-class RollbackSerializer(serializers.Serializer):
-    revision = serializers.IntegerField(min_value=1)
-    reason = serializers.CharField(max_length=2000)
-
-
-class ReasonSerializer(serializers.Serializer):
-    reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
 
 
 class ImportSerializer(serializers.Serializer):

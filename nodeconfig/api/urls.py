@@ -7,7 +7,7 @@ app_name = "nodeconfig-api"
 
 router = SimpleRouter()
 router.register("types", views.ConfigTypeViewSet)
-router.register("targets", views.TargetViewSet)
+router.register("targets", views.ConfigTargetViewSet)
 router.register("node-configs", views.NodeConfigViewSet)
 
 urlpatterns = [

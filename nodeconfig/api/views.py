@@ -1,7 +1,10 @@
+"""Node config REST API: thin viewsets over ``nodeconfig.services`` (``core.api.viewsets`` holds
+permissions, ETag/If-Match, the error body and the revision actions)."""
+
 from __future__ import annotations
 
-from django.db import transaction
-from django.http import HttpResponse
+from collections.abc import Mapping
+
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
@@ -11,34 +14,24 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api.pagination import LargeCursorPagination
-from core.api.viewsets import MeridianModelViewSet, MeridianReadOnlyViewSet
+from core.api.serializers import JobSerializer
+from core.api.downloads import YAML_RESPONSE, yaml_download
+from core.api.viewsets import MeridianModelViewSet, MeridianReadOnlyViewSet, ReasonSerializer, RevisionsMixin
+from core.errors import Refused
 from core.permissions import RolePermission
 
 from .. import manifests, rollout, services
-from ..filtersets import NodeConfigFilterSet, TargetFilterSet
+from ..filtersets import ConfigTargetFilterSet, NodeConfigFilterSet
 from ..models import ConfigTarget, ConfigType, NodeConfig
-from ..services import TargetRefused
 from .serializers import (
+    ConfigRevisionSerializer,
+    ConfigTargetSerializer,
+    ConfigTargetWriteSerializer,
     ConfigTypeSerializer,
     EmergencySerializer,
     ImportSerializer,
     NodeConfigSerializer,
-    ReasonSerializer,
-    RevisionSerializer,
-    RollbackSerializer,
-    TargetSerializer,
-    TargetWriteSerializer,
 )
-
-MANAGE_ROLLOUT = ["nodeconfig.manage_rollout"]
-CHANGE_TARGET = ["nodeconfig.change_configtarget"]
-
-
-def refused(exc: TargetRefused) -> Response:
-    body = exc.as_dict()
-    if exc.field:
-        body["field"] = exc.field
-    return Response(body, status=status.HTTP_400_BAD_REQUEST)
 
 
 class ConfigTypeViewSet(MeridianModelViewSet):
@@ -49,33 +42,25 @@ class ConfigTypeViewSet(MeridianModelViewSet):
     lookup_field = "name"
     lookup_value_regex = "[A-Za-z0-9]+"
 
-    def perform_create(self, serializer):
-        serializer.instance = services.save_config_type(serializer.validated_data)
+    def perform_create(self, data):
+        return services.save_config_type(data)
 
-    def perform_update(self, serializer):
-        serializer.instance = services.save_config_type(serializer.validated_data, instance=serializer.instance)
+    def perform_update(self, obj, data, *, partial):
+        return services.save_config_type(data, instance=obj)
 
-    def destroy(self, request, *args, **kwargs):
-        config_type = self.get_object()
-        if config_type.targets.filter(deleted=False).exists():
-            return Response({"code": "in_use", "detail": f"{config_type} still has targets; delete them first."},
-                            status=status.HTTP_400_BAD_REQUEST)
-        from core.audit import record_change, snapshot
-
-        with transaction.atomic():
-            record_change(config_type, "delete", before=snapshot(config_type))
-            config_type.targets.all().delete()
-            config_type.delete()
-        return Response(status=status.HTTP_204_NO_CONTENT)
+    def perform_destroy(self, obj, *, reason=""):
+        services.delete_config_type(obj)
 
 
-class TargetViewSet(MeridianModelViewSet):
+class ConfigTargetViewSet(RevisionsMixin, MeridianModelViewSet):
     """Config targets (upstream KCC Targets). Every change is validated, versioned and audited;
-    a refused one answers 400 with ``{"code", "detail"}`` and changes nothing."""
+    a refused one answers 400 with the one error body (``code`` = the reason code) and changes nothing."""
 
     queryset = ConfigTarget.objects.select_related("config_type", "cluster", "revision")
-    serializer_class = TargetSerializer
-    filterset_class = TargetFilterSet
+    serializer_class = ConfigTargetSerializer
+    write_serializer_class = ConfigTargetWriteSerializer
+    revision_serializer_class = ConfigRevisionSerializer
+    filterset_class = ConfigTargetFilterSet
     ordering_fields = ["name", "priority", "matched_node_count", "updated"]
 
     def filter_queryset(self, queryset):
@@ -86,156 +71,101 @@ class TargetViewSet(MeridianModelViewSet):
 
     def get_serializer_class(self):
         if self.action in ("create", "update", "partial_update", "preview"):
-            return TargetWriteSerializer
+            return ConfigTargetWriteSerializer
         return super().get_serializer_class()
 
-    def create(self, request, *args, **kwargs):
-        body = TargetWriteSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        try:
-            target, created = services.save_target(body.validated_data["type"], body.spec(),
-                                                   reason=body.validated_data["reason"], expect_new=True)
-        except TargetRefused as exc:
-            return refused(exc)
-        return Response(TargetSerializer(target).data, status=status.HTTP_201_CREATED)
+    def perform_create(self, data):
+        target, _ = services.save_target(data["type"], ConfigTargetWriteSerializer.spec_from(data), reason=data["reason"],
+                                         expect_new=True)
+        return target
 
     def update(self, request, *args, **kwargs):
+        """PUT and PATCH both change what they name; the rest of the spec stays."""
         target = self.get_object()
         if target.deleted:
-            return Response({"code": "deleted", "detail": "This target is deleted; roll back to revive it."},
-                            status=status.HTTP_400_BAD_REQUEST)
+            raise Refused("deleted", "This target is deleted; roll back to revive it.")
         current = services.spec_of(target)
-        data = {"type": target.config_type.name, "name": target.name, "cluster": current.cluster,
-                "node_label_selector": current.node_label_selector, "priority": current.priority,
-                "node_names": list(current.node_names), "last_duration": current.last_duration, "config": current.config,
-                "wave_size": current.wave_size, "wave_interval_seconds": current.wave_interval_seconds,
-                "failure_threshold_percent": current.failure_threshold_percent}
-        data.update({k: v for k, v in request.data.items()})
-        body = TargetWriteSerializer(data=data)
-        body.is_valid(raise_exception=True)
-        if body.validated_data["type"] != target.config_type or body.validated_data["name"] != target.name:
-            raise ValidationError({"name": "A target's type and name cannot change; create a new target."})
-        try:
-            target, _ = services.save_target(target.config_type, body.spec(), reason=body.validated_data["reason"],
-                                             emergency=target.emergency)
-        except TargetRefused as exc:
-            return refused(exc)
-        return Response(TargetSerializer(target).data)
+        body = request.data
+        if not isinstance(body, Mapping):
+            raise ValidationError({"non_field_errors": ["The body must be a JSON object."]})
+        data = self.valid(ConfigTargetWriteSerializer, {
+            "type": target.config_type.name, "name": target.name, "cluster": current.cluster,
+            "node_label_selector": current.node_label_selector, "priority": current.priority,
+            "node_names": list(current.node_names), "last_duration": current.last_duration, "config": current.config,
+            "wave_size": current.wave_size, "wave_interval_seconds": current.wave_interval_seconds,
+            "failure_threshold_percent": current.failure_threshold_percent, **body})
+        if data["type"] != target.config_type or data["name"] != target.name:
+            raise Refused("immutable", "A target's type and name cannot change; create a new target.", field="name")
+        target, _ = services.save_target(target.config_type, ConfigTargetWriteSerializer.spec_from(data),
+                                         reason=data["reason"])
+        return self.respond(target, serializer_class=ConfigTargetSerializer)
 
-    def destroy(self, request, *args, **kwargs):
-        target = self.get_object()
-        reason = request.data.get("reason", "") if hasattr(request.data, "get") else ""
-        services.delete_target(target, reason=str(reason or request.query_params.get("reason", "")))
-        return Response(status=status.HTTP_204_NO_CONTENT)
+    def create(self, request, *args, **kwargs):
+        data = self.valid(ConfigTargetWriteSerializer)
+        return self.respond(self.perform_create(data), status.HTTP_201_CREATED, serializer_class=ConfigTargetSerializer)
 
-    @extend_schema(responses={200: RevisionSerializer(many=True)})
-    @action(detail=True, methods=["get"])
-    def revisions(self, request, pk=None):
-        """Every revision of this target, newest first."""
-        return Response(RevisionSerializer(self.get_object().revisions.all(), many=True).data)
+    def perform_destroy(self, obj, *, reason=""):
+        services.delete_target(obj, reason=reason)
 
-    @extend_schema(parameters=[OpenApiParameter("a", int, required=True), OpenApiParameter("b", int, required=True)])
-    @action(detail=True, methods=["get"])
-    def diff(self, request, pk=None):
-        """What changed from revision ``a`` to revision ``b``."""
-        target = self.get_object()
-        numbers = {}
-        for name in ("a", "b"):
-            try:
-                numbers[name] = int(request.query_params.get(name, ""))
-            except ValueError:
-                raise ValidationError({name: "A revision number is required."}) from None
-        revisions = {r.number: r for r in target.revisions.filter(number__in=numbers.values())}
-        for name, number in numbers.items():
-            if number not in revisions:
-                raise ValidationError({name: f"{target} has no revision {number}."})
-        a, b = revisions[numbers["a"]], revisions[numbers["b"]]
-        return Response({"a": numbers["a"], "b": numbers["b"], "changes": services.diff_revisions(a, b)})
-
-    @extend_schema(request=RollbackSerializer, responses={201: RevisionSerializer})
-    @action(detail=True, methods=["post"], action_permissions=CHANGE_TARGET)
-    def rollback(self, request, pk=None):
-        """A new revision equal to an old one; the reason is recorded."""
-        body = RollbackSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        try:
-            revision = services.rollback_target(self.get_object(), body.validated_data["revision"],
-                                                reason=body.validated_data["reason"])
-        except TargetRefused as exc:
-            return refused(exc)
-        return Response(RevisionSerializer(revision).data, status=status.HTTP_201_CREATED)
+    def perform_rollback(self, obj, number, reason):
+        return services.rollback_target(obj, number, reason=reason)
 
     @action(detail=True, methods=["get"])
     def progress(self, request, pk=None):
         """Nodes targeted / delivered / applied / failed / pending / held for the current revision."""
         return Response(rollout.progress(self.get_object()))
 
-    @extend_schema(request=ReasonSerializer)
-    @action(detail=True, methods=["post"], action_permissions=MANAGE_ROLLOUT)
+    @extend_schema(request=ReasonSerializer, responses={200: ConfigTargetSerializer})
+    @action(detail=True, methods=["post"], verb="rollout")
     def pause(self, request, pk=None):
-        body = ReasonSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        target = services.set_paused(self.get_object(), True, reason=body.validated_data["reason"])
-        return Response(TargetSerializer(target).data)
+        target = services.set_paused(self.get_object(), True, reason=self.valid(ReasonSerializer)["reason"])
+        return self.respond(target, serializer_class=ConfigTargetSerializer)
 
-    @extend_schema(request=ReasonSerializer)
-    @action(detail=True, methods=["post"], action_permissions=MANAGE_ROLLOUT)
+    @extend_schema(request=ReasonSerializer, responses={200: ConfigTargetSerializer})
+    @action(detail=True, methods=["post"], verb="rollout")
     def resume(self, request, pk=None):
-        body = ReasonSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        target = rollout.resume(self.get_object(), reason=body.validated_data["reason"])
-        target.refresh_from_db()
-        return Response(TargetSerializer(target).data)
+        target = services.resume(self.get_object(), reason=self.valid(ReasonSerializer)["reason"])
+        return self.respond(target, serializer_class=ConfigTargetSerializer)
 
     @extend_schema(request=None)
-    @action(detail=True, methods=["post"], action_permissions=MANAGE_ROLLOUT)
+    @action(detail=True, methods=["post"], verb="rollout")
     def advance(self, request, pk=None):
         """Release the next wave now."""
         return Response(rollout.advance_rollout(self.get_object(), force=True))
 
     @extend_schema(request=ReasonSerializer)
-    @action(detail=True, methods=["post"], action_permissions=MANAGE_ROLLOUT)
+    @action(detail=True, methods=["post"], verb="rollout")
     def promote(self, request, pk=None):
         """Release every held node now."""
-        body = ReasonSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        return Response(rollout.promote(self.get_object(), reason=body.validated_data["reason"]))
+        return Response(rollout.promote(self.get_object(), reason=self.valid(ReasonSerializer)["reason"]))
 
-    @action(detail=False, methods=["post"])
+    @action(detail=False, methods=["post"], verb="add")
     def preview(self, request):
         """Which nodes a target would match now and which targets it would conflict with; saves nothing."""
-        body = TargetWriteSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        return Response(services.preview(body.validated_data["type"], body.spec()))
+        data = self.valid(ConfigTargetWriteSerializer)
+        return Response(services.preview(data["type"], ConfigTargetWriteSerializer.spec_from(data)))
 
     @extend_schema(request=ImportSerializer)
-    @action(detail=False, methods=["post"], url_path="import", action_permissions=["nodeconfig.add_configtarget",
-                                                                                 "nodeconfig.change_configtarget"])
+    @action(detail=False, methods=["post"], url_path="import", verb="add")
     def import_yaml(self, request):
         """Create or update targets from upstream YAML (one or more documents); all or nothing."""
-        body = ImportSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        try:
-            results = services.import_manifests(body.validated_data["yaml"], reason=body.validated_data["reason"])
-        except manifests.ManifestError as exc:
-            return Response({"code": "manifest_invalid", "detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        except TargetRefused as exc:
-            return refused(exc)
+        data = self.valid(ImportSerializer)
+        results = services.import_manifests(data["yaml"], reason=data["reason"])
         return Response({"targets": [{"id": t.pk, "type": t.config_type.name, "name": t.name, "created": created}
                                      for t, created in results]})
 
-    @extend_schema(parameters=[OpenApiParameter("type", str)], responses={200: str})
+    @extend_schema(parameters=[OpenApiParameter("type", str)], responses=YAML_RESPONSE)
     @action(detail=False, methods=["get"])
     def export(self, request):
         """Live targets as upstream YAML documents."""
         queryset = self.filter_queryset(self.get_queryset()).filter(deleted=False)
-        text = manifests.dump_manifests([services.manifest_of(t) for t in queryset])
-        return HttpResponse(text, content_type="application/yaml")
+        return yaml_download(manifests.dump_manifests([services.manifest_of(t) for t in queryset]), "config-targets.yaml")
 
+    @extend_schema(responses=YAML_RESPONSE)
     @action(detail=True, methods=["get"])
     def manifest(self, request, pk=None):
-        return HttpResponse(manifests.dump_manifests([services.manifest_of(self.get_object())]),
-                            content_type="application/yaml")
+        target = self.get_object()
+        return yaml_download(manifests.dump_manifests([services.manifest_of(target)]), f"{target.name}.yaml")
 
 
 class NodeConfigViewSet(MeridianReadOnlyViewSet):
@@ -248,41 +178,51 @@ class NodeConfigViewSet(MeridianReadOnlyViewSet):
     ordering_fields: list[str] = []
 
 
+def downgrade_body(target: ConfigTarget, job, **extra) -> dict:
+    """A downgrade as the API shows it: the target, its delivery job and its true progress."""
+    return (ConfigTargetSerializer(target).data | {"progress": rollout.progress(target),
+                                                    "delivery_job": JobSerializer(job).data if job else None} | extra)
+
+
 class EmergencyDowngradeView(APIView):
-    """The emergency downgrade: reclaim off now for the fleet, a cluster or a label scope."""
+    """The emergency downgrade: reclaim off for the fleet, a cluster or a label scope.
+
+    201 when this call started it (200 when that scope was already downgraded); the body says
+    the truth: ``progress.delivery`` stays ``pending`` until the reconciler has matched it, and
+    ``delivery_job`` is the job doing so (retried until done when Redis or a worker is down).
+    """
 
     permission_classes = [RolePermission]
-    required_permissions = {"GET": ["nodeconfig.view_configtarget"], "POST": ["nodeconfig.emergency_downgrade"]}
+    required_permissions = {"GET": ["nodeconfig.view_configtarget"], "POST": ["nodeconfig.downgrade_configtarget"]}
 
-    @extend_schema(responses={200: TargetSerializer(many=True)})
+    @extend_schema(responses={200: ConfigTargetSerializer(many=True)})
     def get(self, request):
         active = ConfigTarget.objects.filter(emergency=True, deleted=False).select_related("config_type", "cluster", "revision")
-        return Response([TargetSerializer(t).data | {"progress": rollout.progress(t)} for t in active])
+        return Response([downgrade_body(t, services.latest_delivery(t)) for t in active])
 
-    @extend_schema(request=EmergencySerializer, responses={201: TargetSerializer, 200: TargetSerializer})
+    @extend_schema(request=EmergencySerializer, responses={201: ConfigTargetSerializer, 200: ConfigTargetSerializer})
     def post(self, request):
         body = EmergencySerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            target, created = services.emergency_downgrade(cluster=body.validated_data.get("cluster") or None,
-                                                           selector=body.validated_data["selector"],
-                                                           reason=body.validated_data["reason"])
-        except TargetRefused as exc:
-            return refused(exc)
-        return Response(TargetSerializer(target).data | {"created": created},
+        target, created, job = services.emergency_downgrade(cluster=body.validated_data.get("cluster") or None,
+                                                            selector=body.validated_data["selector"],
+                                                            reason=body.validated_data["reason"])
+        target.refresh_from_db()
+        return Response(downgrade_body(target, job, created=created),
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
 class EmergencyRestoreView(APIView):
-    permission_classes = [RolePermission]
-    required_permissions = {"POST": ["nodeconfig.emergency_downgrade"]}
+    """End a downgrade; like the downgrade, delivered by a job whose progress the body shows."""
 
-    @extend_schema(request=ReasonSerializer, responses={204: None})
+    permission_classes = [RolePermission]
+    required_permissions = {"POST": ["nodeconfig.downgrade_configtarget"]}
+
+    @extend_schema(request=ReasonSerializer, responses={200: ConfigTargetSerializer})
     def post(self, request, pk: int):
         target = get_object_or_404(ConfigTarget, pk=pk, emergency=True)
         body = ReasonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        if not body.validated_data["reason"].strip():
-            raise ValidationError({"reason": "Say why the downgrade ends."})
-        services.restore_downgrade(target, reason=body.validated_data["reason"])
-        return Response(status=status.HTTP_204_NO_CONTENT)
+        job = services.restore_downgrade(target, reason=body.validated_data["reason"])
+        target.refresh_from_db()
+        return Response(downgrade_body(target, job or services.latest_delivery(target)))

@@ -4,7 +4,9 @@ from typing import Any
 
 from rest_framework import serializers
 
-from ..models import QuotaCharge, QuotaGroup
+from core import concurrency
+
+from ..models import QuotaCharge, QuotaGroup, QuotaGroupRevision
 
 
 class QuotaGroupSerializer(serializers.ModelSerializer):
@@ -13,12 +15,16 @@ class QuotaGroupSerializer(serializers.ModelSerializer):
     parent = serializers.SlugRelatedField(slug_field="name", read_only=True)
     owners = serializers.SlugRelatedField(slug_field="username", many=True, read_only=True)
     children = serializers.SerializerMethodField()
+    etag = serializers.SerializerMethodField()
 
     class Meta:
         model = QuotaGroup
         fields = ["id", "name", "parent", "description", "owners", "hard", "used", "self_used", "last_reconcile_time",
-                  "cash_exhausted", "version", "depth", "children", "created", "updated"]
+                  "cash_exhausted", "version", "depth", "children", "etag", "created", "updated"]
         read_only_fields = fields
+
+    def get_etag(self, obj: QuotaGroup) -> str:
+        return concurrency.etag(obj)
 
     def get_children(self, obj: QuotaGroup) -> list[str]:
         rows = getattr(obj, "child_rows", None)
@@ -30,7 +36,8 @@ class QuotaGroupWriteSerializer(serializers.Serializer):
 
     name = serializers.CharField(max_length=253)
     parent = serializers.CharField(max_length=253, allow_null=True, allow_blank=True, required=False, default=None)
-    hard = serializers.DictField(child=serializers.JSONField(), required=False, default=dict)
+    hard = serializers.DictField(child=serializers.JSONField(), allow_empty=False,
+                                 help_text="Resource → quantity, e.g. {\"limits.cpu\": \"10\"}; at least one key.")
     description = serializers.CharField(max_length=500, allow_blank=True, required=False, default="")
     owners = serializers.ListField(child=serializers.CharField(max_length=150), required=False, default=list)
     reason = serializers.CharField(max_length=2000, allow_blank=True, required=False, default="")
@@ -50,10 +57,6 @@ class MoveSerializer(serializers.Serializer):
     reason = serializers.CharField(max_length=2000, allow_blank=True, required=False, default="")
 
 
-class ReasonSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=2000, allow_blank=True, required=False, default="")
-
-
 class CheckSerializer(serializers.Serializer):
     """A workload manifest (JSON object) and optionally the group to check it against."""
 
@@ -64,6 +67,14 @@ class CheckSerializer(serializers.Serializer):
         if not isinstance(value, dict):
             raise serializers.ValidationError("Must be a workload object (Deployment, StatefulSet, Job, …).")
         return value
+
+
+class QuotaGroupRevisionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = QuotaGroupRevision
+        fields = ["number", "action", "parent_name", "description", "hard", "owners", "rollback_of", "reason", "created_by",
+                  "created"]
+        read_only_fields = fields
 
 
 class ChargeSerializer(serializers.ModelSerializer):

@@ -1,36 +1,28 @@
 from __future__ import annotations
 
 from django.db.models import Prefetch
-from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
-from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from core.api.viewsets import MeridianModelViewSet, MeridianReadOnlyViewSet
-from core.permissions import RolePermission, _token_may_write
-from fleet.models import Cluster
+from core.api.viewsets import MeridianModelViewSet, MeridianReadOnlyViewSet, RevisionsMixin
+from core.errors import Refused
+from core.permissions import may
+from fleet.api import webhooks as fleet_webhooks
 
 from .. import services, webhook
-from ..delegation import manages_anything, may_manage
 from ..models import QuotaCharge, QuotaGroup
-from ..services import QuotaRefused
 from .serializers import (
     ChargeSerializer,
     CheckSerializer,
     MoveSerializer,
+    QuotaGroupRevisionSerializer,
     QuotaGroupSerializer,
     QuotaGroupUpdateSerializer,
     QuotaGroupWriteSerializer,
-    ReasonSerializer,
 )
-
-
-def refused(exc: QuotaRefused) -> Response:
-    return Response(exc.as_dict(), status=status.HTTP_400_BAD_REQUEST)
 
 
 def decision_body(decision: services.Decision) -> dict:
@@ -38,28 +30,14 @@ def decision_body(decision: services.Decision) -> dict:
             "delta": decision.delta, "warnings": decision.warnings}
 
 
-class QuotaTreePermission(RolePermission):
-    """Reads need ``view_quotagroup``. Writes (and the what-if, like other previews) need a
-    part of the tree to manage: the model permissions, or owning a group; which groups
-    exactly is decided per request by ``delegation``."""
-
-    def has_permission(self, request, view) -> bool:
-        user = request.user
-        if not (user and user.is_authenticated):
-            return False
-        if request.method in SAFE_METHODS:
-            return user.has_perm("quotas.view_quotagroup")
-        is_check = getattr(view, "action", None) == "check"
-        return (is_check or _token_may_write(request)) and manages_anything(user)
-
-
-class QuotaGroupViewSet(MeridianModelViewSet):
+class QuotaGroupViewSet(RevisionsMixin, MeridianModelViewSet):
     """Quota groups (bizrq BizGroupResourceQuota). Tree rules are enforced on every write; a
-    refused change answers 400 naming the field and changes nothing."""
+    refused change answers 400 naming the field and changes nothing. Owners manage their
+    subtree (object constraints of ``core.permissions``), operators and admins the whole tree."""
 
     queryset = QuotaGroup.objects.select_related("parent").prefetch_related("owners", Prefetch("children", to_attr="child_rows"))
     serializer_class = QuotaGroupSerializer
-    permission_classes = [QuotaTreePermission]
+    revision_serializer_class = QuotaGroupRevisionSerializer
     lookup_field = "name"
     lookup_value_regex = "[a-z0-9.-]+"
     filterset_fields = ["parent__name", "depth"]
@@ -73,63 +51,46 @@ class QuotaGroupViewSet(MeridianModelViewSet):
             queryset = queryset.filter(parent__isnull=True) if parent in ("", "null") else queryset.filter(parent__name=parent)
         return queryset
 
-    def _require(self, verb: str, group: QuotaGroup | None) -> None:
-        if not may_manage(self.request.user, verb, group):
-            where = f'under "{group.name}"' if verb == "add" and group else (f'"{group.name}"' if group else "at the root")
-            raise PermissionDenied(f"You may not {verb} quota groups {where}: it is outside the subtrees you manage.")
-
-    @extend_schema(request=QuotaGroupWriteSerializer, responses=QuotaGroupSerializer)
+    @extend_schema(request=QuotaGroupWriteSerializer, responses={201: QuotaGroupSerializer})
     def create(self, request, *args, **kwargs):
-        data = self._valid(QuotaGroupWriteSerializer, request.data)
+        data = self.valid(QuotaGroupWriteSerializer)
         parent = QuotaGroup.objects.filter(name=data["parent"]).first() if data["parent"] else None
         if data["parent"] and parent is None:
-            return refused(QuotaRefused("unknown_parent", f'The parent quota group "{data["parent"]}" does not exist.', field="parent"))
-        self._require("add", parent)
-        try:
-            group = services.create_group(name=data["name"], parent=data["parent"] or None, hard=data["hard"],
-                                          description=data["description"], owners=data["owners"], reason=data["reason"])
-        except QuotaRefused as exc:
-            return refused(exc)
-        return Response(QuotaGroupSerializer(group).data, status=status.HTTP_201_CREATED)
+            raise Refused("unknown_parent", f'The parent quota group "{data["parent"]}" does not exist.', field="parent")
+        if not may(request.user, "add", parent if parent is not None else QuotaGroup):
+            where = f'under "{parent.name}"' if parent else "at the root"
+            raise PermissionDenied(f"You may not add quota groups {where}: it is outside the subtrees you manage.")
+        group = services.create_group(name=data["name"], parent=data["parent"] or None, hard=data["hard"],
+                                      description=data["description"], owners=data["owners"], reason=data["reason"])
+        return self.respond(group, status.HTTP_201_CREATED)
 
-    @extend_schema(request=QuotaGroupUpdateSerializer, responses=QuotaGroupSerializer)
+    @extend_schema(request=QuotaGroupUpdateSerializer, responses={200: QuotaGroupSerializer})
     def update(self, request, *args, **kwargs):
         group = self.get_object()
-        self._require("change", group)
-        data = self._valid(QuotaGroupUpdateSerializer, request.data, partial=kwargs.get("partial", False))
+        data = self.valid(QuotaGroupUpdateSerializer, partial=kwargs.get("partial", False))
         parent = data["parent"] if "parent" in data else ...
-        try:
-            group, warnings = services.update_group(group, hard=data.get("hard"), description=data.get("description"),
-                                                    owners=data.get("owners"), parent=parent, reason=data.get("reason", ""))
-        except QuotaRefused as exc:
-            return refused(exc)
-        return Response(QuotaGroupSerializer(group).data | {"warnings": warnings})
+        group, warnings = services.update_group(group, hard=data.get("hard"), description=data.get("description"),
+                                                owners=data.get("owners"), parent=parent, reason=data.get("reason", ""))
+        return self.respond(group, extra={"warnings": warnings})
 
-    def destroy(self, request, *args, **kwargs):
-        group = self.get_object()
-        self._require("delete", group)
-        reason = self._valid(ReasonSerializer, request.data or {})["reason"]
-        try:
-            services.delete_group(group, reason=reason)
-        except QuotaRefused as exc:
-            return refused(exc)
-        return Response(status=status.HTTP_204_NO_CONTENT)
+    def perform_destroy(self, obj, *, reason=""):
+        services.delete_group(obj, reason=reason)
+
+    def perform_rollback(self, obj, number, reason):
+        return services.rollback_group(obj, number, reason=reason)
 
     @extend_schema(request=MoveSerializer, responses=QuotaGroupSerializer(many=True))
-    @action(detail=True, methods=["post"])
+    @action(detail=True, methods=["post"], verb="change")
     def move(self, request, name=None):
         """Move part of this group's hard to a sibling, atomically."""
         source = self.get_object()
-        data = self._valid(MoveSerializer, request.data)
+        data = self.valid(MoveSerializer)
         target = QuotaGroup.objects.filter(name=data["target"]).first()
         if target is None:
-            return refused(QuotaRefused("unknown_target", f'No quota group named "{data["target"]}".', field="target"))
-        self._require("change", source)
-        self._require("change", target)
-        try:
-            src, dst = services.move_quota(source, target, data["amount"], reason=data["reason"])
-        except QuotaRefused as exc:
-            return refused(exc)
+            raise Refused("unknown_target", f'No quota group named "{data["target"]}".', field="target")
+        if not may(request.user, "change", target):
+            raise PermissionDenied(f'You may not change "{target.name}": it is outside the subtrees you manage.')
+        src, dst = services.move_quota(source, target, data["amount"], reason=data["reason"])
         return Response([QuotaGroupSerializer(src).data, QuotaGroupSerializer(dst).data])
 
     @extend_schema(responses=ChargeSerializer(many=True))
@@ -142,18 +103,13 @@ class QuotaGroupViewSet(MeridianModelViewSet):
         return self.get_paginated_response(ChargeSerializer(page, many=True).data)
 
     @extend_schema(request=CheckSerializer, responses={200: dict})
-    @action(detail=False, methods=["post"])
+    @action(detail=False, methods=["post"], verb="add", preview=True)
     def check(self, request):
         """Would this workload be admitted now, as a new workload? Commits nothing."""
-        data = self._valid(CheckSerializer, request.data)
+        data = self.valid(CheckSerializer)
         if data["group"] and not QuotaGroup.objects.filter(name=data["group"]).exists():
-            return Response({"group": [f'No quota group named "{data["group"]}".']}, status=status.HTTP_400_BAD_REQUEST)
+            raise Refused("unknown_group", f'No quota group named "{data["group"]}".', field="group")
         return Response(decision_body(services.what_if(data["workload"], group=data["group"] or None)))
-
-    def _valid(self, serializer_class, data, partial: bool = False) -> dict:
-        serializer = serializer_class(data=data, partial=partial)
-        serializer.is_valid(raise_exception=True)
-        return serializer.validated_data
 
 
 class ChargeViewSet(MeridianReadOnlyViewSet):
@@ -165,30 +121,20 @@ class ChargeViewSet(MeridianReadOnlyViewSet):
     ordering_fields = ["admitted_at", "name"]
 
 
-class WebhookConfigurationView(APIView):
-    """The cluster's ``ValidatingWebhookConfiguration`` (GET), or apply it through its connector (POST)."""
+@extend_schema_view(get=extend_schema(parameters=[
+    OpenApiParameter("include", str, enum=["admission-config"], description="admission-config: also the API server's files")]))
+class WebhookConfigurationView(fleet_webhooks.WebhookConfigurationView):
+    """The cluster's ``ValidatingWebhookConfiguration``: GET shows it (a preview: ``Warning``
+    headers say what applying still needs; ``?include=admission-config`` wraps it with the API
+    server's AdmissionConfiguration and kubeconfig for the Bearer token), POST applies it
+    through the cluster's connector. A missing or placeholder URL is refused (400,
+    ``base_url``); applying without a CA bundle is refused (400, ``ca_bundle``)."""
 
-    permission_classes = [RolePermission]
-    required_permissions = {"GET": ["fleet.view_cluster"], "POST": ["fleet.change_cluster"]}
+    webhook = webhook.CONFIGURATION
+    configuration_key = "webhook_configuration"
 
-    @extend_schema(parameters=[OpenApiParameter("base_url", str, description="Meridian's URL as the cluster reaches it")],
-                   responses={200: dict})
-    def get(self, request, cluster: str):
-        row = get_object_or_404(Cluster, name=cluster)
-        return Response(webhook.webhook_configuration(row, base_url=request.query_params.get("base_url") or None))
-
-    @extend_schema(request={"application/json": {"type": "object", "properties": {"base_url": {"type": "string"}}}},
-                   responses={200: dict, 502: dict})
-    def post(self, request, cluster: str):
-        from fleet.connectors.base import ConnectorError
-
-        row = get_object_or_404(Cluster, name=cluster)
-        base_url = (request.data or {}).get("base_url") if isinstance(request.data, dict) else None
-        try:
-            applied = webhook.apply_configuration(row, base_url=base_url or None)
-        except ConnectorError as exc:
-            return Response({"detail": str(exc), "reason": exc.reason}, status=status.HTTP_502_BAD_GATEWAY)
-        from core.audit import record_change
-
-        record_change(row, "update", verb="apply_quota_webhook", after={"name": webhook.CONFIGURATION_NAME})
-        return Response(applied)
+    def body(self, request, shown):
+        include = request.query_params.get("include", "")
+        if include not in ("", "admission-config"):
+            raise Refused("invalid", "include takes admission-config.", field="include")
+        return super().body(request, shown) if include else shown.configuration

@@ -7,41 +7,16 @@ so it shares the test database; Redis and the channel layer are the suite's real
 from __future__ import annotations
 
 import shutil
-import socket
-import threading
 import time
 
 import pytest
-import uvicorn
+
+from tests.servers import asgi_server  # noqa: F401  (the fixture: uvicorn in a thread, sharing the test database)
 
 CHROMIUM_ARGS = [
     "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture
-def asgi_server(transactional_db):
-    from config.asgi import application
-
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off", log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
 
 
 @pytest.fixture
@@ -60,7 +35,28 @@ def chromium(monkeypatch):
 
 @pytest.fixture
 def page(chromium):
+    """A fresh browser page; a test fails if any page it visited broke the Content-Security-Policy
+    (the browser then refused a script, a style or a connection: part of the page silently dead)."""
     context = chromium.new_context(locale="en-US")
     page = context.new_page()
+    violations: list[str] = []
+    page.on("console", lambda message: violations.append(message.text) if "Content Security Policy" in message.text else None)
     yield page
     context.close()
+    assert violations == [], violations
+
+
+def wait_js(page, predicate: str, *, timeout: float = 30000) -> None:
+    """Wait until a JavaScript expression (or ``() => …`` function) is truthy in the page.
+
+    Playwright's ``wait_for_function`` polls by evaluating the string inside the page, which
+    the pages' Content-Security-Policy forbids (no ``'unsafe-eval'``): it passes only when the
+    predicate already holds on the first try. ``page.evaluate`` goes through the DevTools
+    protocol, which the policy does not govern, so the polling happens here instead.
+    """
+    script = predicate if predicate.lstrip().startswith("(") and "=>" in predicate else f"() => ({predicate})"
+    deadline = time.monotonic() + timeout / 1000
+    while not page.evaluate(script):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {timeout / 1000:.0f} s: {predicate}")
+        page.wait_for_timeout(50)

@@ -4,32 +4,48 @@ a new sample live and cordons through its reason dialog."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from django.db import connection
 
+from core import live
 from federation import services
-from federation.models import ClusterCordon
 from federation.reconcile import reconcile_object
 from federation.water import record_samples
 from fleet.models import Cluster
 from tests.federation.conftest import deployment, fleet3, spread_policy  # noqa: F401 (fixtures)
 
 from .test_console_live import log_in
-from .test_nodeconfig_live import in_worker as _in_worker
-from .test_nodeconfig_live import wait_live
+from .conftest import wait_js
 
 pytestmark = pytest.mark.browser
 
 
 def in_worker(function, *args):
-    """As a worker would, in another thread (see test_nodeconfig_live), closing that thread's
-    database connection afterwards so PostgreSQL can drop the test database."""
+    """Run writes that publish events in another thread, as a worker would (this thread runs
+    Playwright's event loop, where ``async_to_sync`` cannot), closing that thread's database
+    connection afterwards so PostgreSQL can drop the test database."""
     def run():
         try:
             return function(*args)
         finally:
             connection.close()
-    return _in_worker(run)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(run).result(timeout=30)
+
+
+def reconcile(pk: int) -> str | None:
+    """What a shard worker and then the beat do: one reconcile pass, then the coalesced live
+    summaries (``core.live``: one ``object.status`` per object per tick)."""
+    phase = reconcile_object(pk)
+    live.publish_pending()
+    return phase
+
+
+def wait_live(page) -> None:
+    wait_js(page, "document.body.dataset.live === '1'")
+    page.wait_for_timeout(300)  # the subscribe messages are in flight once the socket opened
 
 
 def member_rows(page) -> dict[str, dict[str, str]]:
@@ -50,9 +66,9 @@ def test_an_object_page_follows_a_reconcile_live(page, asgi_server, viewer, flee
     wait_live(page)
     page.evaluate("window.__sameDocument = true")
 
-    assert in_worker(reconcile_object, fed.pk) == "Ready"
+    assert in_worker(reconcile, fed.pk) == "Ready"
     page.locator('#fed-object-phase .fed-phase[data-phase="Ready"]').wait_for(timeout=10000)
-    page.wait_for_function("document.querySelectorAll('#fed-members tr[data-cluster]').length === 3", timeout=10000)
+    wait_js(page, "document.querySelectorAll('#fed-members tr[data-cluster]').length === 3", timeout=10000)
     fed.refresh_from_db()
     rows = member_rows(page)
     assert {name: int(row["scheduled"]) for name, row in rows.items()} == fed.placement
@@ -63,6 +79,13 @@ def test_an_object_page_follows_a_reconcile_live(page, asgi_server, viewer, flee
     assert page.evaluate("window.__sameDocument") is True, "updated in place, not reloaded"
     assert page.locator("#live-indicator").inner_text() == "Live"
 
+    # Deleted elsewhere: once the reconciler forgets it, the page says so (event object.deleted).
+    in_worker(services.delete, fed)
+    assert in_worker(reconcile, fed.pk) is None
+    page.locator("#fed-deleted-note").wait_for(state="visible", timeout=10000)
+    assert page.locator("#fed-deleted-note").inner_text() == "This object was deleted."
+    assert page.evaluate("window.__sameDocument") is True
+
 
 def test_the_index_relabels_phases_live(page, asgi_server, viewer, fleet3, spread_policy):  # noqa: F811
     fed, _ = in_worker(lambda: services.submit(deployment(name="api", replicas=6), propagation_policy="/spread"))
@@ -72,7 +95,7 @@ def test_the_index_relabels_phases_live(page, asgi_server, viewer, fleet3, sprea
     assert page.locator(badge).get_attribute("data-phase") == "Pending"
     assert page.locator('#fed-phase-counts [data-count="Pending"]').inner_text() == "1"
     wait_live(page)
-    in_worker(reconcile_object, fed.pk)
+    in_worker(reconcile, fed.pk)
     page.locator(f'{badge}[data-phase="Ready"]').wait_for(timeout=10000)
     page.locator('#fed-phase-counts [data-count="Ready"]', has_text="1").wait_for(timeout=10000)
     assert page.locator('#fed-phase-counts [data-count="Pending"]').inner_text() == "0"
@@ -97,7 +120,7 @@ def test_the_water_level_dashboard_draws_its_charts_and_follows_samples(page, as
     in_worker(record_samples)
     page.locator(f"{cpu} span", has_text="95%").wait_for(timeout=10000)
     assert before != "95%" and page.locator(cpu).get_attribute("class") == "hot"
-    page.wait_for_function("""() => {
+    wait_js(page, """() => {
         const trace = document.getElementById('fed-chart-rates').data[0];
         return trace.y[trace.x.indexOf('bj-1')] === 95; }""", timeout=10000)
 
@@ -109,4 +132,5 @@ def test_the_water_level_dashboard_draws_its_charts_and_follows_samples(page, as
     page.wait_for_url(f"{asgi_server}/federation/water-levels/#cluster-gz-1")
     assert "Draining gz-1" in page.locator(".messages").inner_text()
     assert page.locator("#cluster-gz-1").get_attribute("data-state") == "draining"
-    assert ClusterCordon.objects.get(cluster__name="gz-1").reason == "rack maintenance"
+    gz = Cluster.objects.get(name="gz-1")
+    assert gz.cordoned and gz.drain and gz.cordon_reason == "rack maintenance" and gz.cordoned_by == operator.username

@@ -7,13 +7,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from core.live import publish_pending
+from core.models import Job
 from nodeconfig.models import ConfigTarget, NodeConfig
-from nodeconfig.rollout import progress, publish_progress
-from nodeconfig.services import TargetSpec, save_target
+from nodeconfig.rollout import progress
+from nodeconfig.services import TargetSpec, latest_delivery, save_target
 from nodeconfig.tasks import simulate_agents
-from tests.nodeconfig.conftest import admin_qos, clean_agent_cache, fleet, settle  # noqa: F401 (fixtures)
+from tests.nodeconfig.conftest import (  # noqa: F401 (fixtures)
+    admin_qos, clean_agent_cache, fleet, purge_queues, purge_shard_queues, settle, shard_worker, type_key, wait_for_job)
 
 from .test_console_live import log_in
+from .conftest import wait_js
 
 pytestmark = pytest.mark.browser
 FAR_FUTURE = 4_000_000_000.0  # every simulated agent's delay has passed
@@ -28,7 +32,7 @@ def in_worker(function, *args):
 
 def agents_report_and_publish() -> None:
     """What the beat does: the simulated agents report, then one coalesced summary per target."""
-    in_worker(lambda: (simulate_agents(now=FAR_FUTURE), publish_progress()))
+    in_worker(lambda: (simulate_agents(now=FAR_FUTURE), publish_pending()))
 
 
 def create_and_settle(config_type, spec: TargetSpec) -> ConfigTarget:
@@ -43,11 +47,12 @@ def counts_on(page, selector: str) -> dict[str, int]:
 
 
 def wait_live(page) -> None:
-    page.wait_for_function("document.body.dataset.live === '1'")
+    wait_js(page, "document.body.dataset.live === '1'")
     page.wait_for_timeout(300)  # the subscribe messages are in flight once the socket opened
 
 
-def test_progress_bars_fill_live_as_agents_acknowledge(page, asgi_server, viewer, fleet, admin_qos):  # noqa: F811
+def test_progress_bars_fill_live_as_agents_acknowledge(page, asgi_server, viewer, fleet, admin_qos,  # noqa: F811
+                                                       purge_shard_queues):  # noqa: F811
     target = in_worker(create_and_settle, admin_qos, TargetSpec(
         name="hybrid-for-disk-hdd", node_label_selector="diskMode=hdd",
         config={"reclaimedResourceConfig": {"enableReclaim": False}}))
@@ -68,7 +73,9 @@ def test_progress_bars_fill_live_as_agents_acknowledge(page, asgi_server, viewer
     assert page.locator("#live-indicator").inner_text() == "Live"
 
 
-def test_emergency_downgrade_from_the_overview(page, asgi_server, operator, fleet, admin_qos):  # noqa: F811
+def test_emergency_downgrade_from_the_overview(page, asgi_server, operator, fleet, admin_qos,  # noqa: F811
+                                               purge_shard_queues):  # noqa: F811
+    purge_queues(type_key(admin_qos))  # only what this test sends is in the type's queue
     log_in(page, asgi_server, operator.username)
     page.goto(f"{asgi_server}/")
     page.click("#emergency-panel summary")
@@ -86,13 +93,25 @@ def test_emergency_downgrade_from_the_overview(page, asgi_server, operator, flee
     page.wait_for_url(f"{asgi_server}/nodeconfig/targets/*/")
     target = ConfigTarget.objects.get(emergency=True)
     assert target.cluster.name == "bj-1"
-    assert NodeConfig.objects.filter(target=target).count() == 12, "written synchronously, before any worker ran"
+    job = latest_delivery(target)
+    assert job is not None and job.status == Job.Status.PENDING, "committed with its delivery job, no worker ran yet"
+    assert not NodeConfig.objects.filter(target=target).exists()
     bar = f'.nc-progress[data-target-id="{target.pk}"]'
-    assert counts_on(page, bar)["targeted"] == 12 and counts_on(page, bar)["applied"] == 0
+    assert page.locator(f"{bar} [data-nc-delivery]").is_visible(), "the page says the delivery is pending"
 
     page.goto(f"{asgi_server}/")
     wait_live(page)
+    panel = f"#emergency-panel {bar}"
+    assert page.locator(f"{panel} [data-nc-delivery]").is_visible()
+    with shard_worker(type_key(admin_qos), purge=False):  # a worker of the type's shard delivers it
+        assert wait_for_job(job).status == Job.Status.SUCCEEDED
+    assert NodeConfig.objects.filter(target=target).count() == 12
+    in_worker(publish_pending)  # the beat's coalesced summary
+    page.locator(f'{panel} [data-count="targeted"]', has_text="12").wait_for(timeout=10000)
+    page.locator(f"{panel} [data-nc-delivery]").wait_for(state="hidden", timeout=10000)
+    assert counts_on(page, panel)["applied"] == 0 and counts_on(page, panel)["pending"] == 12
+
     agents_report_and_publish()
     expected = progress(target)
-    page.locator(f'#emergency-panel {bar} [data-count="applied"]', has_text=str(expected["applied"])).wait_for(timeout=10000)
-    assert expected["applied"] > 0 and counts_on(page, f"#emergency-panel {bar}")["pending"] == 0
+    page.locator(f'{panel} [data-count="applied"]', has_text=str(expected["applied"])).wait_for(timeout=10000)
+    assert expected["applied"] > 0 and counts_on(page, panel)["pending"] == 0

@@ -8,6 +8,7 @@ import pytest
 from quotas import services
 
 from .test_console_live import log_in, publish_from_another_thread
+from .conftest import wait_js
 
 pytestmark = pytest.mark.browser
 RED = "rgb(197, 48, 48)"
@@ -38,7 +39,7 @@ def sector_fills(page) -> dict[str, str]:
 
 
 def wait_live(page) -> None:
-    page.wait_for_function("document.body.dataset.live === '1'")
+    wait_js(page, "document.body.dataset.live === '1'")
     page.wait_for_timeout(300)  # the subscribe message is in flight once the socket opened
 
 
@@ -46,7 +47,7 @@ def test_the_treemap_draws_every_group_and_recolours_per_resource(page, asgi_ser
     log_in(page, asgi_server, viewer.username)
     page.goto(f"{asgi_server}/quotas/")
     page.locator("#quota-treemap .main-svg").first.wait_for(timeout=15000)
-    page.wait_for_function(f"document.querySelectorAll('{SECTORS}').length > 0")
+    wait_js(page, f"document.querySelectorAll('{SECTORS}').length > 0")
 
     fills = sector_fills(page)
     assert sorted(name for name in fills if name in tree) == tree
@@ -55,7 +56,7 @@ def test_the_treemap_draws_every_group_and_recolours_per_resource(page, asgi_ser
     assert "10 / 40" in page.locator('#quota-tree li[data-i="1"]').first.inner_text()
 
     page.select_option("#quota-key", "pods")
-    page.wait_for_function(f"""() => Array.from(document.querySelectorAll('{SECTORS}'))
+    wait_js(page, f"""() => Array.from(document.querySelectorAll('{SECTORS}'))
         .some((s) => s.querySelector('path.surface').style.fill === '{RED}')""", timeout=10000)
     recoloured = sector_fills(page)
     assert recoloured["org-a"] == RED, "org-a's pods are all carved out by its child"
@@ -72,14 +73,14 @@ def sector_names(page) -> list[str]:
 def test_a_click_roots_the_map_at_a_group_and_links_to_it(page, asgi_server, viewer, tree):
     log_in(page, asgi_server, viewer.username)
     page.goto(f"{asgi_server}/quotas/")
-    page.wait_for_function(f"document.querySelectorAll('{SECTORS}').length > 0")
+    wait_js(page, f"document.querySelectorAll('{SECTORS}').length > 0")
     focus = "document.getElementById('quota-treemap').dataset.focus === '{}'"
     page.locator(SECTORS, has_text="org-a").first.click(position={"x": 5, "y": 5})
-    page.wait_for_function(focus.format("org-a"))
+    wait_js(page, focus.format("org-a"))
     assert sorted(sector_names(page)) == ["org-a", "org-a-1"]
     assert page.locator("#quota-treemap-open").get_attribute("href") == "/quotas/groups/org-a/"
     page.locator(SECTORS).first.click(position={"x": 5, "y": 5})  # the root sector goes up one level
-    page.wait_for_function(focus.format("org"))
+    wait_js(page, focus.format("org"))
     assert sorted(sector_names(page)) == ["org", "org-a", "org-a-1", "org-b"]
 
 
@@ -89,10 +90,10 @@ def test_a_5000_group_tree_is_drawn_a_few_levels_at_a_time(page, asgi_server, vi
     assert bulk_tree(50, 9, 10) == 5000
     log_in(page, asgi_server, viewer.username)
     page.goto(f"{asgi_server}/quotas/")
-    page.wait_for_function(f"document.querySelectorAll('{SECTORS}').length > 0", timeout=30000)
+    wait_js(page, f"document.querySelectorAll('{SECTORS}').length > 0", timeout=30000)
     assert len(sector_names(page)) == 1 + 50 + 450, "fleet, roots and their children; grandchildren on demand"
     page.locator(SECTORS, has_text="r7").first.click(position={"x": 5, "y": 5})
-    page.wait_for_function("document.getElementById('quota-treemap').dataset.focus === 'r7'")
+    wait_js(page, "document.getElementById('quota-treemap').dataset.focus === 'r7'")
     names = sector_names(page)
     assert len(names) == 1 + 9 + 90 and "r7-c3-g9" in names
     assert page.locator("#quota-tree li[data-i]").count() == 5000, "the list holds the whole tree"

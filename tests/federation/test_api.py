@@ -1,23 +1,24 @@
 """Federation through the REST API: policies, objects, what-if, the planner, clusters and water
 levels, roles and the audit trail, and the talk's scaling examples end to end.
 
-Celery does not run here: a change's reconcile is queued after commit (never, inside a test
-transaction), so tests call ``reconcile_object`` themselves where the spec says the reconciler
-would run.
+Celery does not run here: a change's reconcile is a job (``core.jobs.enqueue``) whose message is
+sent after commit (never, inside a test transaction), so tests call ``reconcile_object``
+themselves where the spec says the reconciler would run, and read the jobs a change asked for.
+Member clusters are the fleet's one cluster resource (cordon, drain and uncordon live there).
 """
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
 import yaml
 from django.contrib.contenttypes.models import ContentType
 
-from core.models import ObjectChange
+from core.models import Job, ObjectChange
 from federation import water
 from federation.models import (
-    ClusterCordon,
     FederatedObject,
     FederatedRevision,
     MemberObject,
@@ -26,7 +27,8 @@ from federation.models import (
     WaterLevelSample,
 )
 from federation.planner import ClusterPreference, plan
-from federation.reconcile import reconcile_object
+from federation.reconcile import RECONCILE_TASK, reconcile_object
+from fleet.models import Cluster
 from tests.conftest import token_client
 
 from .conftest import deployment
@@ -39,7 +41,7 @@ OP = f"{BASE}override-policies/"
 OBJECTS = f"{BASE}objects/"
 WHAT_IF = f"{BASE}what-if/"
 PLANNER = f"{BASE}planner/"
-CLUSTERS = f"{BASE}clusters/"
+CLUSTERS = "/api/v1/fleet/clusters/"
 WATER = f"{BASE}water-levels/"
 
 #: The talk's clusters A, B, C, as fleet3 names them.
@@ -63,6 +65,18 @@ def changes(model, action: str | None = None, verb: str | None = None):
 def reconciled(pk: int) -> FederatedObject:
     reconcile_object(pk)
     return FederatedObject.objects.get(pk=pk)
+
+
+def errors(response) -> dict[str, list[str]]:
+    """The field errors of the one error body (``{"code", "detail", "errors"}``)."""
+    body = response.json()
+    assert set(body) == {"code", "detail", "errors"}, body
+    return body["errors"]
+
+
+def reconcile_jobs(pk: int) -> int:
+    """Reconcile jobs asked for this object (each one's message is sent after commit)."""
+    return Job.objects.filter(kind=RECONCILE_TASK, task_args__0=pk).count()
 
 
 def replicas_by_cluster(pk: int) -> dict[str, int]:
@@ -104,19 +118,19 @@ def test_policy_crud_with_usage_count_and_audit(operator_api, viewer_api, operat
     assert changes(PropagationPolicy, "update").count() == 2
 
     renamed = operator_api.patch(url, {"name": "other", "namespace": "elsewhere"}, format="json")
-    assert renamed.status_code == 400 and set(renamed.json()) == {"name", "namespace"}
-    assert operator_api.put(url, {"description": "no spec"}, format="json").json() == {"spec": ["This field is required."]}
+    assert renamed.status_code == 400 and set(errors(renamed)) == {"name", "namespace"}
+    assert errors(operator_api.put(url, {"description": "no spec"}, format="json")) == {"spec": ["This field is required."]}
     same_name = operator_api.patch(url, {"name": "two", "namespace": "shop", "description": "x"}, format="json")
     assert same_name.status_code == 200, "restating the identity is fine"
 
     duplicate = operator_api.post(PP, body, format="json")
-    assert duplicate.status_code == 400 and "name" in duplicate.json()
+    assert duplicate.status_code == 400 and "name" in errors(duplicate)
 
     fed = operator_api.post(OBJECTS, {"object": deployment(), "propagation_policy": "two"}, format="json")
     assert fed.status_code == 201, fed.content
     assert viewer_api.get(url).json()["object_count"] == 1
     in_use = operator_api.delete(url)
-    assert in_use.status_code == 400 and "still used by web" in in_use.json()["name"][0]
+    assert in_use.status_code == 400 and "still used by web" in errors(in_use)["name"][0]
     assert PropagationPolicy.objects.filter(pk=policy["id"]).exists()
 
     assert operator_api.delete(f"{PP}{spread_policy.pk}/").status_code == 204
@@ -142,11 +156,16 @@ def test_policy_crud_with_usage_count_and_audit(operator_api, viewer_api, operat
     ({"clusterAffinity": [{"matchExpressions": [{"key": "region", "operator": "Near", "values": ["x"]}]}]},
      "spec.clusterAffinity[0]", "operator"),
     (["not", "an", "object"], "spec", "object"),
+    # Kubernetes refuses NotIn/In with no values (NewRequirement: "values set can't be empty").
+    ({"clusterAffinity": [{"matchExpressions": [{"key": "region", "operator": "NotIn", "values": []}]}]},
+     "spec.clusterAffinity[0]", "values set can't be empty"),
+    ({"clusterAffinity": [{"matchExpressions": [{"key": "region", "operator": "In"}]}]},
+     "spec.clusterAffinity[0]", "values set can't be empty"),
 ])
 def test_invalid_propagation_policies_get_field_messages(operator_api, spec, field, words):
     response = operator_api.post(PP, {"namespace": "shop", "name": "bad", "spec": spec}, format="json")
     assert response.status_code == 400, response.content
-    body = response.json()
+    body = errors(response)
     assert field in body, body
     assert isinstance(body[field], list) and words in body[field][0]
     assert not PropagationPolicy.objects.exists()
@@ -158,7 +177,7 @@ def test_an_update_is_validated_too_and_changes_nothing_when_refused(operator_ap
     response = operator_api.patch(url, {"spec": {"placement": [{"cluster": A, "preferences": {"weight": -1}}]}},
                                   format="json")
     assert response.status_code == 400
-    assert response.json() == {"spec.placement[0].preferences.weight": ["must be a non-negative integer"]}
+    assert errors(response) == {"spec.placement[0].preferences.weight": ["must be a non-negative integer"]}
     spread_policy.refresh_from_db()
     assert spread_policy.spec == {"schedulingMode": "Divide"}
 
@@ -189,9 +208,9 @@ def test_override_policies(operator_api, viewer_api):
                              {"spec": {"overrideRules": [{"overriders": {"jsonpatch": [{"op": "frobnicate", "path": "/x"}]}}],
                                        "extra": 1}}, format="json")
     assert bad.status_code == 400
-    assert set(bad.json()) == {"spec.extra", "spec.overrideRules[0].overriders.jsonpatch[0]"}
+    assert set(errors(bad)) == {"spec.extra", "spec.overrideRules[0].overriders.jsonpatch[0]"}
     fed = operator_api.post(OBJECTS, {"object": deployment(), "propagation_policy": "spread-missing"}, format="json")
-    assert fed.status_code == 400 and "propagation_policy" in fed.json()
+    assert fed.status_code == 400 and "propagation_policy" in errors(fed)
     assert changes(OverridePolicy, "create").count() == 1
     assert operator_api.delete(f"{OP}{created.json()['id']}/").status_code == 204
     assert not OverridePolicy.objects.exists()
@@ -287,7 +306,7 @@ def test_yaml_manifest_submission(fleet, operator_api, spread_policy):
 def test_bad_manifests_answer_400_on_manifest(fleet, operator_api, manifest, words):
     response = operator_api.post(OBJECTS, {"manifest": manifest}, format="json")
     assert response.status_code == 400, response.content
-    assert words in response.json()["manifest"][0]
+    assert words in errors(response)["manifest"][0]
     assert not FederatedObject.objects.exists()
 
 
@@ -311,8 +330,53 @@ def test_bad_manifests_answer_400_on_manifest(fleet, operator_api, manifest, wor
 def test_invalid_objects_answer_400_with_field_messages(fleet, operator_api, spread_policy, body, field):
     response = operator_api.post(OBJECTS, body, format="json")
     assert response.status_code == 400, response.content
-    assert field in response.json(), response.json()
+    assert field in errors(response), response.json()
     assert not FederatedObject.objects.exists()
+
+
+def nested(depth: int, leaf: str = "1") -> str:
+    """``depth`` lists around ``leaf``, as JSON text (too deep to build and dump recursively)."""
+    return "[" * depth + leaf + "]" * depth
+
+
+def deep_deployment(depth: int) -> str:
+    """A valid Deployment as JSON text with one extra field nested ``depth`` lists deep."""
+    text = json.dumps(deployment())
+    return text.replace('"replicas": 30', f'"replicas": 30, "extra": {nested(depth)}', 1)
+
+
+@pytest.mark.parametrize("depth", [10_000, 600, 150])
+@pytest.mark.parametrize("url,body,field,words", [
+    (OBJECTS, lambda d: f'{{"object": {deep_deployment(d)}}}', "object", "nested more than 100 levels"),
+    (OBJECTS, lambda d: f'{{"object": {nested(d)}}}', "object", "must be a Kubernetes object"),
+    (WHAT_IF, lambda d: f'{{"object": {deep_deployment(d)}, "policy": "spread"}}', "object", "nested more than 100"),
+    (WHAT_IF, lambda d: f'{{"object": {json.dumps(deployment())}, "policy": {{"placement": {nested(d)}}}}}', "policy",
+     "nested more than 100 levels"),
+    (PP, lambda d: f'{{"name": "deep", "spec": {{"placement": {nested(d)}}}}}', "spec", "nested more than 100 levels"),
+    (OP, lambda d: f'{{"name": "deep", "spec": {{"overrideRules": {nested(d)}}}}}', "spec", "nested more than 100 levels"),
+    (OBJECTS, lambda d: json.dumps({"manifest": "a: " + nested(d)}), "manifest", "nested more than 100 levels"),
+])
+def test_deeply_nested_bodies_are_a_400_never_a_500(fleet, operator_api, spread_policy, depth, url, body, field, words):
+    """Regression: a body nested thousands of levels deep must be refused, not crash a recursion
+    (10,000 levels: the JSON parser's own limit; 600 and 150: parsed, then refused on the field)."""
+    response = operator_api.generic("POST", url, body(depth), content_type="application/json")
+    assert response.status_code == 400, response.content
+    payload = response.json()
+    if depth == 10_000 and field != "manifest":
+        assert payload["code"] == "too_deep", payload
+    else:
+        assert payload["code"] == "invalid" and words in " ".join(errors(response)[field]), payload
+    assert not FederatedObject.objects.exists() and PropagationPolicy.objects.count() == 1
+    assert not OverridePolicy.objects.exists()
+
+
+def test_a_deep_patch_of_an_object_is_refused_on_the_object(fleet, operator_api, spread_policy):
+    pk = operator_api.post(OBJECTS, {"object": deployment(), "propagation_policy": "spread"}, format="json").json()["id"]
+    for depth in (400, 120):
+        body = f'{{"object": {{"spec": {{"extra": {nested(depth)}}}}}}}'
+        response = operator_api.generic("PATCH", f"{OBJECTS}{pk}/", body, content_type="application/json")
+        assert response.status_code == 400 and "nested" in errors(response)["object"][0], response.content
+    assert FederatedObject.objects.get(pk=pk).revision == 1
 
 
 def test_put_patch_identity_revisions_and_rollback(fleet, operator_api, viewer_api, operator, spread_policy):
@@ -337,27 +401,37 @@ def test_put_patch_identity_revisions_and_rollback(fleet, operator_api, viewer_a
                           ({"metadata": {"namespace": "blog"}}, "object.metadata.namespace"),
                           ({"kind": "StatefulSet"}, "object.kind")):
         refused = operator_api.patch(url, {"object": change}, format="json")
-        assert refused.status_code == 400 and field in refused.json(), refused.content
+        assert refused.status_code == 400 and field in errors(refused), refused.content
     renamed = operator_api.put(url, {"object": deployment("other", replicas=4)}, format="json")
-    assert renamed.status_code == 400 and "object.metadata.name" in renamed.json()
+    assert renamed.status_code == 400 and "object.metadata.name" in errors(renamed)
     bad = operator_api.put(url, {"object": deployment(replicas=-1)}, format="json")
-    assert bad.status_code == 400 and "object.spec.replicas" in bad.json()
+    assert bad.status_code == 400 and "object.spec.replicas" in errors(bad)
     assert FederatedObject.objects.count() == 1 and FederatedObject.objects.get().revision == 4
 
     revisions = viewer_api.get(f"{url}revisions/").json()
-    assert [r["revision"] for r in revisions] == [4, 3, 2, 1]
-    assert [r["change_cause"] for r in revisions[1:3]] == ["scale", "upgrade"]
+    assert [r["number"] for r in revisions] == [4, 3, 2, 1]
+    assert [r["reason"] for r in revisions[1:3]] == ["scale", "upgrade"]
+    assert [r["action"] for r in revisions] == ["update", "update", "update", "create"]
     assert revisions[0]["created_by"] == operator.username
 
+    unexplained = operator_api.post(f"{url}rollback/", {"revision": 1}, format="json")
+    assert unexplained.status_code == 400 and "reason" in errors(unexplained), "a rollback needs a reason"
+    assert FederatedObject.objects.get().revision == 4
     back = operator_api.post(f"{url}rollback/", {"revision": 1, "reason": "bad image"}, format="json")
-    assert back.status_code == 200, back.content
-    assert back.json()["revision"] == 5 and back.json()["template"]["spec"]["replicas"] == 4
+    assert back.status_code == 201, back.content
+    assert back.json()["number"] == 5 and back.json()["action"] == "rollback" and back.json()["rollback_of"] == 1
+    assert back.json()["reason"] == "bad image" and back.json()["template"]["spec"]["replicas"] == 4
     assert back.json()["template"]["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
+    rolled = viewer_api.get(url).json()
+    assert rolled["revision"] == 5 and rolled["template"] == back.json()["template"]
     assert changes(FederatedObject, "update", "rollback").get().reason == "bad image"
-    assert operator_api.post(f"{url}rollback/", {"revision": 5}, format="json").json() == \
-        {"revision": ["revision 5 is what runs now"]}
-    assert "revision" in operator_api.post(f"{url}rollback/", {"revision": 99}, format="json").json()
-    assert operator_api.post(f"{url}rollback/", {"revision": 0}, format="json").status_code == 400
+    same = operator_api.post(f"{url}rollback/", {"revision": 5, "reason": "again"}, format="json")
+    assert same.status_code == 400 and same.json()["code"] == "unchanged"
+    assert errors(same) == {"revision": ["revision 5 is what runs now"]}
+    unknown = operator_api.post(f"{url}rollback/", {"revision": 99, "reason": "x"}, format="json")
+    assert unknown.status_code == 400 and unknown.json()["code"] == "unknown_revision" and "revision" in errors(unknown)
+    assert operator_api.post(f"{url}rollback/", {"revision": 0, "reason": "x"}, format="json").status_code == 400
+    assert FederatedObject.objects.get().revision == 5
 
 
 def test_pause_resume_reschedule_and_delete(fleet, operator_api, spread_policy):
@@ -426,7 +500,7 @@ def test_what_if_commits_nothing(fleet, operator_api, viewer_api, spread_policy)
 def test_what_if_refusals(fleet, operator_api, spread_policy, body, field):
     response = operator_api.post(WHAT_IF, body, format="json")
     assert response.status_code == 400, response.content
-    assert field in response.json()
+    assert field in errors(response)
 
 
 # --------------------------------------------------------------------------- planner
@@ -476,7 +550,7 @@ def test_planner_validation(operator_api, body, field):
     full = {"clusters": [A, B], "preferences": {A: {"weight": 1}}, **body}
     response = operator_api.post(PLANNER, full, format="json")
     assert response.status_code == 400, response.content
-    assert field in response.json(), response.json()
+    assert field in errors(response), response.json()
 
 
 # --------------------------------------------------------------------------- clusters and water levels
@@ -486,31 +560,40 @@ def test_clusters_cordon_drain_uncordon(fleet, operator_api, viewer_api, operato
     listed = viewer_api.get(CLUSTERS).json()["results"]
     assert [c["name"] for c in listed] == sorted([A, B, C])
     first = listed[0]
-    assert first["cordon"] is None and first["water_level"]["weight"] > 0
-    assert set(first["water_level"]["resources"]) == {"cpu", "memory", "gpu"}
-    assert first["water_level"]["resources"]["cpu"]["allocatable"] > 0
+    assert first["cordoned"] is False and first["drain"] is False and first["cordon_reason"] == ""
+    levels = {c["name"]: c for c in viewer_api.get(WATER).json()["clusters"]}
+    assert levels[first["name"]]["weight"] > 0
+    assert set(levels[first["name"]]["resources"]) == {"cpu", "memory", "gpu"}
+    assert levels[first["name"]]["resources"]["cpu"]["allocatable"] > 0
 
     pk = operator_api.post(OBJECTS, {"object": deployment(replicas=9), "propagation_policy": "spread"},
                            format="json").json()["id"]
     assert C in reconciled(pk).placement
+    queued = reconcile_jobs(pk)
 
     cordoned = operator_api.post(f"{CLUSTERS}{C}/cordon/", {"reason": "maintenance"}, format="json")
     assert cordoned.status_code == 200, cordoned.content
-    assert cordoned.json()["cordon"]["drain"] is False and cordoned.json()["cordon"]["reason"] == "maintenance"
-    assert cordoned.json()["water_level"]["cordoned"] and cordoned.json()["water_level"]["weight"] == 0
-    assert cordoned.json()["federated_objects"] == 1
-    assert changes(ClusterCordon, verb="cordon").get().actor == operator.username
+    body = cordoned.json()
+    assert body["name"] == C and body["cordoned"] is True and body["drain"] is False
+    assert body["cordon_reason"] == "maintenance" and body["cordoned_by"] == operator.username and body["cordoned_at"]
+    assert cordoned["ETag"] == body["etag"]
+    level = next(c for c in viewer_api.get(WATER).json()["clusters"] if c["name"] == C)
+    assert level["cordoned"] and level["weight"] == 0
+    assert FederatedObject.objects.get(pk=pk).schedule_digest == "", "the objects running there are rescheduled"
+    assert reconcile_jobs(pk) == queued + 1, "and their reconcile is asked for"
+    assert changes(Cluster, verb="cordon").get().actor == operator.username
 
     drained = operator_api.post(f"{CLUSTERS}{C}/drain/", {"reason": "decommission"}, format="json")
-    assert drained.status_code == 200 and drained.json()["cordon"]["drain"] is True
-    assert changes(ClusterCordon, "update", "drain").exists()
+    assert drained.status_code == 200 and drained.json()["drain"] is True and drained.json()["cordoned"] is True
+    assert changes(Cluster, "update", "drain").exists()
     fed = reconciled(pk)
     assert C not in fed.placement and sum(fed.placement.values()) == 9, "draining moves its replicas away"
 
-    assert viewer_api.get(f"{CLUSTERS}{C}/").json()["cordon"]["drain"] is True
+    assert viewer_api.get(f"{CLUSTERS}{C}/").json()["drain"] is True
     back = operator_api.post(f"{CLUSTERS}{C}/uncordon/", {"reason": "done"}, format="json")
-    assert back.status_code == 200 and back.json()["cordon"] is None
-    assert not ClusterCordon.objects.exists() and changes(ClusterCordon, "delete", "uncordon").exists()
+    assert back.status_code == 200 and back.json()["cordoned"] is False and back.json()["drain"] is False
+    assert back.json()["cordon_reason"] == "" and back.json()["cordoned_at"] is None
+    assert not Cluster.objects.filter(cordoned=True).exists() and changes(Cluster, "update", "uncordon").exists()
     assert operator_api.post(f"{CLUSTERS}{C}/uncordon/", format="json").status_code == 200, "idempotent"
 
     assert operator_api.post(f"{CLUSTERS}nowhere/cordon/", {"reason": "x"}, format="json").status_code == 404
@@ -561,7 +644,7 @@ def test_roles(fleet, viewer, operator, viewer_api, operator_api, nobody, client
         assert getattr(client, method)(url, body, content_type="application/json").status_code in (401, 403)
     fed = FederatedObject.objects.get(pk=pk)
     assert not fed.deleting and not fed.rollout_paused and fed.template["spec"]["replicas"] == 2
-    assert not ClusterCordon.objects.exists() and PropagationPolicy.objects.count() == 1
+    assert not Cluster.objects.filter(cordoned=True).exists() and PropagationPolicy.objects.count() == 1
 
     assert token_client(viewer).post(WHAT_IF, {"object": deployment(), "policy": "spread"}, format="json").status_code == 403
     read_only = token_client(operator, write_enabled=False)

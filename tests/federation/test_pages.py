@@ -19,7 +19,6 @@ from django.utils import timezone
 from core.models import ObjectChange
 from federation import services
 from federation.models import (
-    ClusterCordon,
     FederatedObject,
     FederatedRevision,
     MemberObject,
@@ -82,12 +81,13 @@ def test_every_page_renders_for_a_viewer_without_write_controls(client, viewer, 
         POLICIES: ["spread", "Objects using it"],
         f"/federation/policies/propagation/{spread_policy.pk}/": ["schedulingMode: Divide", web.key],
         WATER: ['id="fed-water-data"', "bj-1", "vendor/plotly/plotly.min.js"],
-        WHAT_IF: ['id="whatif-form"'],
+        WHAT_IF: None,
+        "/federation/policies/propagation/new/": None,
     }
     for url, expected in pages.items():
         response = client.get(url)
         if expected is None:
-            assert response.status_code == 403, f"{url}: viewers may not submit"
+            assert response.status_code == 403, f"{url}: viewers may not submit (a what-if needs the role to add)"
             continue
         assert response.status_code == 200, url
         page = html(response)
@@ -95,7 +95,7 @@ def test_every_page_renders_for_a_viewer_without_write_controls(client, viewer, 
             assert text in page, f"{url}: {text!r} missing"
         for control in ("template-edit", "rollout-form", "reschedule-form", "delete-form", 'name="rollback-revision"',
                         "fed-submit-link", "new-propagation-policy", "policy-form", "policy-delete-form",
-                        "data-cordon=", "fed-cordon-dialog"):
+                        "data-cordon=", "fed-cordon-dialog", "fed-whatif-link"):
             assert control not in page, f"{url} shows {control!r} to a viewer"
     assert client.get(f"/federation/clusters/{web.members.first().cluster.name}/cordon/").status_code == 403
     assert json.loads(client.get(WATER_JSON).content)["clusters"] == ["bj-1", "gz-1", "sh-1"]
@@ -152,9 +152,9 @@ def test_anonymous_visitors_are_sent_to_login(client, web, spread_policy):
         response = client.get(url)
         assert response.status_code == 302 and "/accounts/login/" in response["Location"], url
     before = FederatedRevision.objects.count()
-    client.post(f"{detail(web)}rollback/", {"rollback-revision": "1"})
+    client.post(f"{detail(web)}rollback/", {"rollback-revision": "1", "rollback-change_cause": "x"})
     client.post("/federation/clusters/bj-1/cordon/", {"action": "drain", "reason": "x"})
-    assert FederatedRevision.objects.count() == before and not ClusterCordon.objects.exists()
+    assert FederatedRevision.objects.count() == before and not Cluster.objects.filter(cordoned=True).exists()
 
 
 # ---------------------------------------------------------------------------- objects
@@ -168,7 +168,7 @@ def test_an_operator_submits_an_object_through_the_form(client, operator, fleet3
                                  "propagation_policy": "/spread", "override_policy": "", "change_cause": "first"})
     fed = FederatedObject.objects.get(name="shop-web")
     assert response.status_code == 302 and response["Location"] == detail(fed)
-    assert fed.propagation_policy == spread_policy and fed.revisions.get().change_cause == "first"
+    assert fed.propagation_policy == spread_policy and fed.revisions.get().reason == "first"
     assert "Submitted" in messages_of(response)[-1]
     assert ObjectChange.objects.filter(object_id=str(fed.pk), action="create").exists()
 
@@ -197,6 +197,30 @@ def test_submit_errors_are_shown_on_the_form_and_nothing_is_saved(client, operat
     assert not FederatedObject.objects.exists() and not FederatedRevision.objects.exists()
 
 
+@pytest.mark.parametrize("depth", [10_000, 900, 150])
+def test_deeply_nested_yaml_is_a_form_error_never_a_500(client, operator, web, spread_policy, depth):
+    """Regression: YAML nested hundreds of levels crashed the recursive parser (or a later
+    recursion) into a 500 on every page that takes YAML."""
+    client.force_login(operator)
+    client.raise_request_exception = False
+    deep = "[" * depth + "1" + "]" * depth
+    template = yaml.safe_dump(web.template) + f"extra: {deep}\n"
+    posts = [
+        (NEW, {"object": template, "propagation_policy": "/spread"}, "form", "object"),
+        (f"{detail(web)}edit/", {"edit-template": template, "edit-change_cause": "deep"}, "edit_form", "template"),
+        (WHAT_IF, {"object": template, "policy": "/spread"}, "form", "object"),
+        (WHAT_IF, {"object": yaml.safe_dump(deployment()), "policy_spec": f"placement: {deep}"}, "form", "policy_spec"),
+        ("/federation/policies/propagation/new/", {"name": "deep", "spec": f"placement: {deep}"}, "form", "spec"),
+        (f"/federation/policies/propagation/{spread_policy.pk}/", {"spec": f"placement: {deep}"}, "form", "spec"),
+    ]
+    before = row_counts()
+    for url, data, form, field in posts:
+        response = client.post(url, data)
+        assert response.status_code == 200, (url, response.status_code)
+        assert "levels deep" in " ".join(response.context[form].errors[field]), (url, response.context[form].errors)
+    assert row_counts() == before and FederatedObject.objects.get(pk=web.pk).revision == 1
+
+
 def test_editing_the_template_makes_a_revision_and_rollback_restores_it(client, operator, web):
     client.force_login(operator)
     page = client.get(detail(web))
@@ -206,7 +230,7 @@ def test_editing_the_template_makes_a_revision_and_rollback_restores_it(client, 
     response = client.post(f"{detail(web)}edit/", {"edit-template": yaml.safe_dump(template), "edit-change_cause": "bump"})
     assert response.status_code == 302 and "Saved revision 2" in messages_of(response)[-1]
     web.refresh_from_db()
-    assert web.revision == 2 and web.revisions.get(revision=2).change_cause == "bump"
+    assert web.revision == 2 and web.revisions.get(number=2).reason == "bump"
 
     same = client.post(f"{detail(web)}edit/", {"edit-template": yaml.safe_dump(web.template), "edit-change_cause": ""})
     assert "did not change" in messages_of(same)[-1]
@@ -222,11 +246,17 @@ def test_editing_the_template_makes_a_revision_and_rollback_restores_it(client, 
 
     page = client.get(detail(web))
     assert 'name="rollback-revision" value="1"' in html(page) and 'name="rollback-revision" value="2"' not in html(page)
-    rolled = client.post(f"{detail(web)}rollback/", {"rollback-revision": "1"})
+    assert 'name="rollback-change_cause" id="rollback-cause-1" required' in html(page), "each rollback asks why"
+    unexplained = client.post(f"{detail(web)}rollback/", {"rollback-revision": "1", "rollback-change_cause": ""})
+    assert unexplained.status_code == 200 and "change_cause" in unexplained.context["rollback_form"].errors
+    assert 'id="rollback-errors"' in html(unexplained) and "This field is required." in html(unexplained)
+    assert FederatedObject.objects.get(pk=web.pk).revision == 2, "a rollback needs a reason"
+    rolled = client.post(f"{detail(web)}rollback/", {"rollback-revision": "1", "rollback-change_cause": "bad image"})
     assert rolled.status_code == 302 and "Rolled back to revision 1 as new revision 3" in messages_of(rolled)[-1]
     web.refresh_from_db()
     assert web.revision == 3 and web.template["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
-    again = client.post(f"{detail(web)}rollback/", {"rollback-revision": "3"})
+    assert web.revisions.get(number=3).reason == "bad image" and web.revisions.get(number=3).rollback_of == 1
+    again = client.post(f"{detail(web)}rollback/", {"rollback-revision": "3", "rollback-change_cause": "again"})
     assert again.status_code == 200 and "is what runs now" in html(again)
     assert FederatedObject.objects.get(pk=web.pk).revision == 3
 
@@ -259,7 +289,8 @@ def test_pause_resume_reschedule_and_delete(client, operator, web):
 def test_viewers_cannot_post_writes(client, viewer, web):
     client.force_login(viewer)
     for action, data in (("edit", {"edit-template": yaml.safe_dump(web.template)}), ("rollout", {"action": "pause"}),
-                         ("rollback", {"rollback-revision": "1"}), ("reschedule", {}), ("delete", {"delete-confirm": "web"})):
+                         ("rollback", {"rollback-revision": "1", "rollback-change_cause": "x"}), ("reschedule", {}),
+                         ("delete", {"delete-confirm": "web"})):
         assert client.post(f"{detail(web)}{action}/", data).status_code == 403, action
     assert client.post(NEW, {"object": yaml.safe_dump(deployment(name="x"))}).status_code == 403
     web.refresh_from_db()
@@ -326,6 +357,46 @@ def test_policy_edit_and_delete_refused_while_in_use(client, operator, web, spre
     assert client.get("/federation/policies/nonsense/new/").status_code == 404
 
 
+@pytest.mark.parametrize("post", [
+    {},
+    {"description": "", "spec": ""},
+    {"description": "now empty", "spec": "   \n"},
+    {"namespace": "", "name": "spread", "description": "", "spec": ""},
+])
+def test_an_empty_form_post_to_a_policy_page_changes_nothing(client, operator, web, spread_policy, post):
+    """Regression: an empty spec field was read as ``{}`` and saved, wiping the policy (and
+    rescheduling every object using it onto every cluster). An empty field is refused now;
+    ``{}`` typed on purpose is still an empty spec."""
+    spread_policy.description = "fleet-wide spread"
+    spread_policy.save()
+    client.force_login(operator)
+    url = f"/federation/policies/propagation/{spread_policy.pk}/"
+    audit = ObjectChange.objects.count()
+    response = client.post(url, post)
+    assert response.status_code == 200 and "spec" in response.context["form"].errors
+    assert response.context["form"].errors["spec"] == ["This field is required."]
+    spread_policy.refresh_from_db()
+    assert spread_policy.spec == {"schedulingMode": "Divide"} and spread_policy.description == "fleet-wide spread"
+    assert ObjectChange.objects.count() == audit and FederatedObject.objects.get(pk=web.pk).schedule_digest
+
+    emptied = client.post(url, {"description": "", "spec": "{}"})
+    assert emptied.status_code == 302
+    spread_policy.refresh_from_db()
+    assert spread_policy.spec == {}, "{} typed on purpose is an empty spec"
+
+
+def test_a_stale_policy_form_is_refused_and_keeps_what_was_typed(client, operator, spread_policy):
+    client.force_login(operator)
+    url = f"/federation/policies/propagation/{spread_policy.pk}/"
+    version = client.get(url).context["form"]["version"].value()
+    assert version
+    PropagationPolicy.objects.filter(pk=spread_policy.pk).update(spec={"schedulingMode": "Duplicate"})
+    stale = client.post(url, {"description": "mine", "spec": "maxClusters: 2", "version": version})
+    assert stale.status_code == 200 and "changed since you read it" in str(stale.context["form"].errors)
+    assert "maxClusters: 2" in html(stale)
+    assert PropagationPolicy.objects.get(pk=spread_policy.pk).spec == {"schedulingMode": "Duplicate"}
+
+
 # ---------------------------------------------------------------------------- water levels
 
 
@@ -337,26 +408,50 @@ def test_cordon_drain_and_uncordon_through_the_dashboard(client, operator, web):
     assert 'id="fed-cordon-dialog"' in page
 
     missing = client.post("/federation/clusters/bj-1/cordon/", {"action": "drain", "reason": ""})
-    assert missing.status_code == 200 and "reason" in missing.context["form"].errors and not ClusterCordon.objects.exists()
+    assert missing.status_code == 200 and "reason" in missing.context["form"].errors
+    assert not Cluster.objects.filter(cordoned=True).exists()
 
     drained = client.post("/federation/clusters/bj-1/cordon/", {"action": "drain", "reason": "kernel upgrade"})
     assert drained.status_code == 302 and drained["Location"] == f"{WATER}#cluster-bj-1"
-    state = ClusterCordon.objects.get(cluster__name="bj-1")
-    assert state.drain and state.reason == "kernel upgrade" and state.created_by == operator.username
+    state = Cluster.objects.get(name="bj-1")
+    assert state.cordoned and state.drain and state.cordon_reason == "kernel upgrade"
+    assert state.cordoned_by == operator.username and state.cordoned_at is not None
     assert FederatedObject.objects.get(pk=web.pk).schedule_digest == "", "its objects are rescheduled"
+    since = html(client.get("/federation/clusters/bj-1/cordon/")).split('id="cordon-state">')[1].split("</p>")[0]
+    assert f"by {operator.username}: kernel upgrade" in since, since
     levels = client.get(WATER)
     assert '<tr id="cluster-bj-1" data-cluster="bj-1" data-state="draining">' in html(levels)
     assert levels.context["payload"]["state"][0] == "draining"
     assert levels.context["payload"]["weight"][0] == 0, "a draining cluster takes no weight"
 
     client.post("/federation/clusters/bj-1/cordon/", {"action": "cordon", "reason": "done draining"})
-    assert not ClusterCordon.objects.get(cluster__name="bj-1").drain
+    state.refresh_from_db()
+    assert state.cordoned and not state.drain and state.cordon_reason == "done draining"
     uncordoned = client.post("/federation/clusters/bj-1/cordon/", {"action": "uncordon", "reason": "back"})
-    assert "Uncordoned bj-1" in messages_of(uncordoned)[-1] and not ClusterCordon.objects.exists()
+    assert "Uncordoned bj-1" in messages_of(uncordoned)[-1] and not Cluster.objects.filter(cordoned=True).exists()
     again = client.post("/federation/clusters/bj-1/cordon/", {"action": "uncordon", "reason": "back"})
     assert "was not cordoned" in messages_of(again)[-1]
     assert ObjectChange.objects.filter(verb="drain", reason="kernel upgrade").exists()
     assert client.get("/federation/clusters/nope/cordon/").status_code == 404
+
+
+def test_draining_from_the_fleet_cluster_page_reschedules_what_runs_there(client, operator, web):
+    from core.models import Job
+    from federation.reconcile import RECONCILE_TASK
+
+    name = next(iter(web.placement))
+    client.force_login(operator)
+    page = client.get(f"/fleet/clusters/{name}/")
+    assert 'id="cordon-form"' in html(page)
+    drained = client.post(f"/fleet/clusters/{name}/cordon/", {"cordon-action": "drain", "cordon-reason": "rack move",
+                                                             "cordon-version": page.context["cordon_form"]["version"].value()})
+    assert drained.status_code == 302
+    assert FederatedObject.objects.get(pk=web.pk).schedule_digest == "", "its objects are scheduled afresh"
+    assert Job.objects.filter(kind=RECONCILE_TASK, task_args__0=web.pk, status=Job.Status.PENDING).exists()
+    reconcile_object(web.pk)
+    web.refresh_from_db()
+    assert name not in web.placement and sum(web.placement.values()) == 30
+    assert 'data-state="draining"' in html(client.get(WATER))
 
 
 #: One clock for every sample pass, as ``water.record_samples`` writes all clusters at one time.
@@ -379,7 +474,7 @@ def bare_clusters(count: int, start: int = 0) -> None:
 def test_the_water_level_page_issues_a_bounded_number_of_queries(client, admin_user, django_assert_max_num_queries):
     client.force_login(admin_user)
     bare_clusters(3)
-    ClusterCordon.objects.create(cluster=Cluster.objects.get(name="bare-001"), drain=True, reason="test")
+    Cluster.objects.filter(name="bare-001").update(cordoned=True, drain=True, cordon_reason="test")
     with CaptureQueriesContext(connection) as small:
         first = client.get(WATER)
     assert first.status_code == 200 and first.context["payload"]["history"]["series"]
@@ -414,9 +509,13 @@ def test_a_big_fleet_page_leaves_the_history_to_the_json_endpoint(client, viewer
 # ---------------------------------------------------------------------------- what-if
 
 
-def test_the_what_if_places_a_workload_and_commits_nothing(client, viewer, fleet3, spread_policy):
+def test_the_what_if_places_a_workload_and_commits_nothing(client, viewer, operator, fleet3, spread_policy):
     record_samples()
     client.force_login(viewer)
+    trial = {"object": yaml.safe_dump(deployment(name="trial", replicas=2)), "policy": "/spread", "policy_spec": ""}
+    assert client.get(WHAT_IF).status_code == 403 and client.post(WHAT_IF, trial).status_code == 403, \
+        "a preview needs the role that could make the change, like the API's"
+    client.force_login(operator)
     before = row_counts()
     audit = ObjectChange.objects.count()
     response = client.post(WHAT_IF, {"object": yaml.safe_dump(deployment(name="trial", replicas=12, cpu="2")),

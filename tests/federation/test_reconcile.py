@@ -11,10 +11,14 @@ import pytest
 from django.utils import timezone
 
 from federation import services
-from federation.models import ClusterCordon, FederatedObject, MemberObject, OverridePolicy, PropagationPolicy
-from federation.reconcile import fleet_snapshot, needs_attention, reconcile_object, resync_backoff
+from federation.models import FederatedObject, MemberObject, OverridePolicy, PropagationPolicy
+from core import jobs
+from core.models import Job
+from federation.reconcile import RECONCILE_TASK, fleet_snapshot, needs_attention, reconcile_object, resync_backoff
+from federation.tasks import reconcile_object_task, reschedule_all_task, resync
 from federation.render import TEMPLATE_HASH_ANNOTATION
 from federation.weights import dynamic_weights
+from fleet import services as fleet_services
 from fleet.models import Cluster, Pod
 from fleet.services import connector_for
 
@@ -137,8 +141,10 @@ def test_rollback_rolls_the_earlier_template_out_as_a_new_revision(fleet3, sprea
     converge(fed)
     template["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:broken"
     fed, _ = services.submit(template)
-    fed = services.rollback(fed, 1)
-    assert fed.revision == 3
+    revision = services.rollback(fed, 1, reason="broken image")
+    assert (revision.number, revision.rollback_of, revision.action) == (3, 1, "rollback")
+    fed.refresh_from_db()
+    assert fed.revision == 3 and fed.template == revision.template
     fed = converge(fed)
     for obj in member_states(fed).values():
         assert obj["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
@@ -148,7 +154,7 @@ def test_drain_moves_replicas_away_within_the_budget(fleet3, spread_policy):
     fed, _ = services.submit(deployment("api", replicas=90, max_surge=10, max_unavailable=10), propagation_policy="spread")
     fed = converge(fed)
     victim = Cluster.objects.get(name=max(fed.placement, key=fed.placement.get))
-    services.cordon(victim, drain=True, reason="kernel upgrade")
+    fleet_services.cordon(victim, drain=True, reason="kernel upgrade")
 
     def check(current: FederatedObject) -> None:
         assert 90 - total_available(current) <= 10
@@ -159,8 +165,8 @@ def test_drain_moves_replicas_away_within_the_budget(fleet3, spread_policy):
     assert sum(fed.placement.values()) == 90
     assert victim.name not in member_states(fed), "the member object was deleted from the drained cluster"
     assert "cordoned" in " ".join(fed.schedule["filtered"].get(victim.name, []))
-    services.uncordon(victim)
-    assert not ClusterCordon.objects.exists()
+    fleet_services.uncordon(victim)
+    assert not Cluster.objects.filter(cordoned=True).exists()
 
 
 def test_cordon_without_drain_keeps_running_replicas_but_takes_no_new_ones(fleet3, spread_policy):
@@ -168,7 +174,7 @@ def test_cordon_without_drain_keeps_running_replicas_but_takes_no_new_ones(fleet
     fed = converge(fed)
     cordoned = Cluster.objects.get(name=min(fed.placement, key=fed.placement.get))
     kept = fed.placement[cordoned.name]
-    services.cordon(cordoned, reason="maintenance")
+    fleet_services.cordon(cordoned, reason="maintenance")
     template = deployment("api", replicas=60)
     fed, _ = services.submit(template)
     fed = converge(fed)
@@ -280,18 +286,100 @@ def test_a_full_reschedule_finds_exactly_the_objects_whose_placement_changes(fle
     pinned, _ = services.submit(deployment("pinned", replicas=4), propagation_policy="pinned")
     for fed in (spread, pinned):
         reconcile_object(fed.pk)
-    assert reschedule_all() == {"objects": 2, "changed": 0}, "nothing changed, nothing moves"
+    assert reschedule_all() == ({"objects": 2, "changed": 0}, []), "nothing changed, nothing moves"
 
     spread.refresh_from_db()
     drained = next(name for name in spread.placement if name != fleet3[1].name)
-    ClusterCordon.objects.create(cluster=Cluster.objects.get(name=drained), drain=True)
-    assert reschedule_all(chunk_size=1) == {"objects": 2, "changed": 1}
+    Cluster.objects.filter(name=drained).update(cordoned=True, drain=True)
+    assert reschedule_all(chunk_size=1) == ({"objects": 2, "changed": 1}, [spread.pk])
     spread.refresh_from_db()
     pinned.refresh_from_db()
     assert spread.schedule_digest == "" and pinned.schedule_digest != ""
+
+    # The periodic task asks for a reconcile job of exactly the changed objects.
+    before = set(Job.objects.filter(kind=RECONCILE_TASK).values_list("pk", flat=True))
+    assert reschedule_all_task() == {"objects": 2, "changed": 1}
+    asked = Job.objects.filter(kind=RECONCILE_TASK).exclude(pk__in=before)
+    assert [(job.task_args, job.status) for job in asked] == [([spread.pk, spread.key], Job.Status.PENDING)]
     reconcile_object(spread.pk)
     spread.refresh_from_db()
     assert drained not in spread.placement and sum(spread.placement.values()) == 12
+
+
+def run_job(job: Job) -> Job:
+    """Deliver a job's message as a worker would, with its task id (``core.taskbase.MeridianTask`` runs it as that job)."""
+    from celery import current_app
+
+    current_app.tasks[job.task_name].apply(args=job.task_args, kwargs={**job.task_kwargs, "job_id": job.pk}, task_id=job.task_id)
+    job.refresh_from_db()
+    return job
+
+
+def test_a_change_asks_for_reconcile_jobs_sent_after_commit_and_running_one_reconciles(
+        fleet3, spread_policy, django_capture_on_commit_callbacks, monkeypatch):
+    sent: list[int] = []
+    monkeypatch.setattr(jobs, "dispatch", lambda job_id, countdown=None: sent.append(job_id) or True)
+    with django_capture_on_commit_callbacks(execute=True):
+        fed, _ = services.submit(deployment("queued", replicas=6), propagation_policy="spread")
+    job = Job.objects.get(kind=RECONCILE_TASK)
+    assert job.task_args == [fed.pk, fed.key] and job.status == Job.Status.PENDING
+    assert sent == [job.pk], "the message goes out once the change commits"
+
+    done = run_job(job)
+    assert done.status == Job.Status.SUCCEEDED and done.result == {"phase": "Ready"}, done.error
+    fed.refresh_from_db()
+    assert fed.phase == FederatedObject.Phase.READY and sum(fed.placement.values()) == 6
+    assert run_job(done).attempts == done.attempts, "a finished job delivered again is dropped"
+
+    with django_capture_on_commit_callbacks(execute=True):
+        services.set_paused(fed, True, reason="hold")
+        services.reschedule(fed, reason="again")
+    assert Job.objects.filter(kind=RECONCILE_TASK, status=Job.Status.PENDING).count() == 2 and len(sent) == 3
+
+
+def test_live_events_carry_the_consolidated_names(fleet3, spread_policy, django_capture_on_commit_callbacks,
+                                                 monkeypatch):
+    """object.changed on a submit, one coalesced object.status per object and tick (core.live),
+    object.deleted once it is gone, and the fleet's cluster.cordoned on ``fleet`` and the
+    cluster's own topic (was federation's cluster_cordoned)."""
+    from core import events, live
+    from federation.models import OBJECT_LIVE
+
+    sent: list[tuple[str, str, dict]] = []
+    monkeypatch.setattr(events, "send_now", lambda topic, event, data: sent.append((topic, event, dict(data))) or 1)
+    monkeypatch.setattr(jobs, "dispatch", lambda job_id, countdown=None: True)
+    live.publish_pending()
+    with django_capture_on_commit_callbacks(execute=True):
+        fed, _ = services.submit(deployment("told", replicas=3), propagation_policy="spread")
+    assert ("federation", "object.changed", {"id": fed.pk, "key": fed.key, "kind": "Deployment"}) in sent
+    with django_capture_on_commit_callbacks(execute=True):
+        reconcile_object(fed.pk)
+        reconcile_object(fed.pk)
+    assert str(fed.pk) in live.pending(OBJECT_LIVE)
+    sent.clear()
+    live.publish_pending()
+    fed.refresh_from_db()
+    mine = [(topic, event) for topic, event, data in sent if data.get("id") == fed.pk]
+    assert mine == [(f"federation-object-{fed.pk}", "object.status"), ("federation", "object.status")], "one per tick"
+
+    name = next(iter(fed.placement))
+    with django_capture_on_commit_callbacks(execute=True):
+        fleet_services.cordon(Cluster.objects.get(name=name), drain=True, reason="move")
+    assert ("fleet", "cluster.cordoned", {"cluster": name, "drain": True}) in sent
+    assert (f"cluster-{name}", "cluster.cordoned", {"cluster": name, "drain": True}) in sent
+    with django_capture_on_commit_callbacks(execute=True):
+        services.delete(fed)
+        assert reconcile_object(fed.pk) is None
+    assert ("federation", "object.deleted", {"id": fed.pk, "key": fed.key}) in sent
+
+
+def test_the_periodic_resync_sends_a_reconcile_of_each_unsettled_object(fleet3, spread_policy, monkeypatch):
+    fed, _ = services.submit(deployment("waiting", replicas=3), propagation_policy="spread")
+    calls: list[tuple] = []
+    monkeypatch.setattr(reconcile_object_task, "delay", lambda *args: calls.append(args))
+    assert resync() == {"objects": 1}
+    assert calls == [(fed.pk, fed.key)]
+    assert Job.objects.get(kind="federation.resync").status == Job.Status.SUCCEEDED, "every task run leaves a job"
 
 
 def test_an_object_that_stays_stuck_is_looked_at_less_and_less_often_until_something_changes(fleet3):

@@ -55,7 +55,44 @@ def test_cursor_pagination_walks_every_node_once(fleet, viewer_api):
 def test_bad_query_parameters_are_a_400_naming_the_parameter(fleet, viewer_api, params, field):
     response = viewer_api.get("/api/v1/fleet/nodes/", params)
     assert response.status_code == 400
-    assert field in response.json() and response.json()[field][0]
+    body = response.json()
+    assert body["code"] == "invalid" and field in body["errors"] and body["errors"][field][0]
+
+
+LISTS = ["/api/v1/fleet/nodes/", "/api/v1/fleet/clusters/", "/api/v1/fleet/workloads/", "/api/v1/fleet/pods/"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", LISTS)
+@pytest.mark.parametrize("selector", ["%", "zone=%", "zone in (a,%s)", "%(zone)s", "50%off", "zone notin (%d)"])
+def test_a_percent_sign_in_a_label_selector_is_a_400_naming_it_not_a_500(fleet, viewer_api, url, selector):
+    """Regression: the message quoting the bad selector was %-formatted by DRF and crashed into a 500."""
+    response = viewer_api.get(url, {"labelSelector": selector})
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert body["code"] == "invalid" and list(body["errors"]) == ["labelSelector"], body
+    assert body["detail"].startswith("labelSelector: ") and "%" in body["errors"]["labelSelector"][0]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", [u for u in LISTS if not u.endswith("/clusters/")])
+def test_a_percent_sign_in_the_cluster_parameter_is_a_400_naming_it(fleet, viewer_api, url):
+    response = viewer_api.get(url, {"cluster": "100%"})
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"] == {"cluster": ["unknown cluster '100%'"]}
+
+
+@pytest.mark.django_db
+def test_notin_with_empty_parentheses_is_notin_the_empty_value_as_upstream(fleet, viewer_api):
+    """``k notin ()`` parses as upstream ``labels.Parse`` does (values {""}): it keeps the rows
+    without the key or with a non-empty value, and drops ``k=""``; it never matches everything."""
+    cluster = Cluster.objects.get(name="bj-1")
+    Node.objects.create(cluster=cluster, name="empty-zone", labels={"zone": ""})
+    names = {n["name"] for n in viewer_api.get("/api/v1/fleet/nodes/", {"labelSelector": "zone notin ()",
+                                                                        "page_size": 1000}).json()["results"]}
+    assert "empty-zone" not in names and names == set(Node.objects.exclude(name="empty-zone").values_list("name", flat=True))
+    refused = viewer_api.get("/api/v1/fleet/nodes/", {"labelSelector": "zone notin"})
+    assert refused.status_code == 400 and "labelSelector" in refused.json()["errors"]
 
 
 @pytest.mark.django_db
@@ -119,7 +156,7 @@ def test_operator_may_sync_but_not_register_or_delete(fleet, operator_api):
 @pytest.mark.django_db
 def test_cluster_label_validation(fleet, admin_api):
     response = admin_api.patch("/api/v1/fleet/clusters/bj-1/", {"labels": {"bad key": "x", "ok": "y" * 64}}, format="json")
-    assert response.status_code == 400 and "labels" in response.json()
+    assert response.status_code == 400 and "labels" in response.json()["errors"]
     assert Cluster.objects.get(name="bj-1").labels == {}
     good = admin_api.patch("/api/v1/fleet/clusters/bj-1/", {"labels": {"region": "bj"}}, format="json")
     assert good.status_code == 200 and good.json()["labels"] == {"region": "bj"}
@@ -132,7 +169,7 @@ def test_register_a_simulated_cluster_and_refuse_bad_settings(admin_api, django_
     bad = admin_api.post("/api/v1/fleet/clusters/", {"name": "sim-1", "connector": "simulated",
                                                       "connector_config": {"node_count": "many", "seed": True, "colour": "red"}}, format="json")
     assert bad.status_code == 400
-    problems = " ".join(bad.json()["connector_config"])
+    problems = " ".join(bad.json()["errors"]["connector_config"])
     assert "node_count" in problems and "seed" in problems and "colour" in problems
     assert admin_api.post("/api/v1/fleet/clusters/", {"name": "Bad_Name", "connector": "simulated"}, format="json").status_code == 400
     assert not Cluster.objects.exists()

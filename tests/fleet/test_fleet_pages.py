@@ -49,3 +49,85 @@ def test_overview_shows_the_fleet(client, viewer, cluster):
     client.force_login(viewer)
     html = client.get("/").content.decode()
     assert 'id="stat-clusters">1/1<' in html and 'id="stat-cpu-level">50.0%<' in html
+
+
+@pytest.mark.django_db
+def test_a_percent_sign_in_the_page_selector_is_an_error_message_not_a_500(client, viewer, cluster):
+    client.force_login(viewer)
+    for selector in ("%", "machineModel=%s", "50%off"):
+        page = client.get("/fleet/clusters/bj-3/", {"labelSelector": selector})
+        assert page.status_code == 200 and "Invalid label selector" in page.content.decode(), selector
+
+
+def _messages(response) -> list[str]:
+    from django.contrib.messages import get_messages
+
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+@pytest.mark.django_db
+def test_the_cluster_page_offers_cordon_only_to_those_who_may(client, viewer, operator, cluster):
+    client.force_login(viewer)
+    page = client.get("/fleet/clusters/bj-3/").content.decode()
+    assert 'id="cordon-state"' in page and "Schedulable" in page
+    assert 'id="cordon-form"' not in page and 'name="cordon-action"' not in page
+    assert client.post("/fleet/clusters/bj-3/cordon/", {"cordon-action": "drain", "cordon-reason": "x"}).status_code == 403
+    assert client.post("/fleet/clusters/bj-3/", {"cordon-action": "drain"}).status_code == 403
+    assert not Cluster.objects.get(name="bj-3").cordoned
+
+    client.force_login(operator)
+    page = client.get("/fleet/clusters/bj-3/").content.decode()
+    assert 'id="cordon-form"' in page and 'action="/fleet/clusters/bj-3/cordon/"' in page
+    assert 'value="cordon"' in page and 'value="drain"' in page and 'value="uncordon"' not in page
+    assert client.post("/fleet/clusters/nope/cordon/", {"cordon-action": "cordon", "cordon-reason": "x"}).status_code == 404
+    client.logout()
+    anonymous = client.post("/fleet/clusters/bj-3/cordon/", {"cordon-action": "cordon", "cordon-reason": "x"})
+    assert anonymous.status_code == 302 and "/accounts/login/" in anonymous["Location"]
+    assert not Cluster.objects.get(name="bj-3").cordoned
+
+
+@pytest.mark.django_db
+def test_cordon_drain_and_uncordon_from_the_cluster_page(client, operator, cluster):
+    from core.models import ObjectChange
+
+    client.force_login(operator)
+    url = "/fleet/clusters/bj-3/cordon/"
+    version = client.get("/fleet/clusters/bj-3/").context["cordon_form"]["version"].value()
+
+    missing = client.post(url, {"cordon-action": "cordon", "cordon-reason": "", "cordon-version": version})
+    assert missing.status_code == 200 and "reason" in missing.context["cordon_form"].errors
+    assert not Cluster.objects.get(name="bj-3").cordoned
+
+    cordoned = client.post(url, {"cordon-action": "cordon", "cordon-reason": "kernel upgrade", "cordon-version": version})
+    assert cordoned.status_code == 302 and cordoned["Location"] == "/fleet/clusters/bj-3/#cordon"
+    assert _messages(cordoned)[-1] == "Cordoned bj-3: no new replicas go there."
+    state = Cluster.objects.get(name="bj-3")
+    assert state.cordoned and not state.drain and state.cordon_reason == "kernel upgrade"
+    assert state.cordoned_by == operator.username and state.cordoned_at is not None
+    assert ObjectChange.objects.filter(object_repr="bj-3", verb="cordon", reason="kernel upgrade").exists()
+    page = client.get("/fleet/clusters/bj-3/")
+    html = page.content.decode()
+    assert 'id="cordon-state" data-state="cordoned"' in html and "kernel upgrade" in html and 'id="cluster-cordon-badge"' in html
+    assert 'value="uncordon"' in html and 'value="drain"' in html
+    assert 'data-cluster="bj-3"' in client.get("/fleet/").content.decode()
+
+    stale = client.post(url, {"cordon-action": "drain", "cordon-reason": "late", "cordon-version": version})
+    assert stale.status_code == 200 and "changed since you read it" in str(stale.context["cordon_form"].errors)
+    assert 'value="late"' in stale.content.decode(), "what was typed is kept"
+    assert not Cluster.objects.get(name="bj-3").drain
+
+    fresh = page.context["cordon_form"]["version"].value()
+    drained = client.post(url, {"cordon-action": "drain", "cordon-reason": "decommission", "cordon-version": fresh})
+    assert drained.status_code == 302 and "Draining bj-3" in _messages(drained)[-1]
+    assert Cluster.objects.get(name="bj-3").drain
+    assert 'class="badge fed-cordon draining"' in client.get("/fleet/").content.decode()
+
+    back = client.post(url, {"cordon-action": "uncordon", "cordon-reason": "done"})
+    assert "Uncordoned bj-3" in _messages(back)[-1]
+    state.refresh_from_db()
+    assert not state.cordoned and not state.drain and state.cordon_reason == "" and state.cordoned_at is None
+    again = client.post(url, {"cordon-action": "uncordon", "cordon-reason": "done"})
+    assert "was not cordoned" in _messages(again)[-1]
+    bogus = client.post(url, {"cordon-action": "explode", "cordon-reason": "x"})
+    assert bogus.status_code == 200 and "action" in bogus.context["cordon_form"].errors
+    assert ObjectChange.objects.filter(object_repr="bj-3", verb="uncordon", reason="done").count() == 1

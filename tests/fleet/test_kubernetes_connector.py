@@ -461,7 +461,9 @@ def test_registering_a_real_cluster_checks_the_connection_first(cluster, admin_a
 
     bad = admin_api.post("/api/v1/fleet/clusters/", {"name": "prod-1", "connector": "kubernetes", "kubeconfig": "::: not yaml"},
                          format="json")
-    assert bad.status_code == 400 and "connection" in bad.json() and bad.json()["reason"] == ["config"]
+    assert bad.status_code == 400 and bad.json()["code"] == "connection_config", bad.content
+    assert bad.json()["errors"]["connection"][0].startswith("unusable cluster configuration"), \
+        "the connector's reason (config, not a network fault) is what the code and the message say"
     assert not Cluster.objects.exists()
 
     with django_capture_on_commit_callbacks() as callbacks:

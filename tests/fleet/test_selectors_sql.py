@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from fleet.models import Cluster, Node
 from fleet.selectors import selector_q
-from kube.labels import SelectorError, parse_selector
+from kube.labels import SelectorError, parse_selector, selector_from_label_selector
 
 LABEL_SETS = [
     {},
@@ -22,7 +22,7 @@ LABEL_SETS = [
 ]
 
 SELECTORS = [
-    "", "zone", "!zone", "zone=a", "zone==a", "zone!=a", "zone in (a,b)", "zone notin (a,b)", "zone in ()", "zone=",
+    "", "zone", "!zone", "zone=a", "zone==a", "zone!=a", "zone in (a,b)", "zone notin (a,b)", "zone in ()", "zone notin ()", "zone=",
     "gpu>1", "gpu<1", "!drained,zone", "machineModel in (A3,A4),diskMode=hdd", "diskMode!=hdd,machineModel",
     "example.com/team=x.y", "zone notin (c),gpu", "gpu>0,gpu<10",
 ]
@@ -45,6 +45,20 @@ def test_sql_matches_the_python_selector(nodes, text):
     selector = parse_selector(text)
     expected = {name for name, labels in nodes.items() if selector.matches(labels)}
     assert _sql_names(text) == expected, text
+
+
+@pytest.mark.django_db
+def test_notin_empty_parentheses_excludes_only_the_empty_value(nodes):
+    """Upstream ``parseValues`` reads ``()`` as the set {""} (its own test table prints
+    ``z notin ()`` for NotIn {""}), so ``zone notin ()`` is a valid selector that drops
+    ``zone=""`` and keeps the rest: not everything, not nothing. An empty value *list*
+    (``matchExpressions`` with ``values: []``) is what ``NewRequirement`` refuses."""
+    selector = parse_selector("zone notin ()")
+    assert str(selector) == "zone notin ()" and selector.requirements[0].values == ("",)
+    assert _sql_names("zone notin ()") == {name for name, labels in nodes.items() if labels.get("zone") != ""}
+    assert "n5" not in _sql_names("zone notin ()") and len(_sql_names("zone notin ()")) == len(nodes) - 1
+    with pytest.raises(SelectorError, match="values set can't be empty"):
+        selector_from_label_selector({"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": []}]})
 
 
 @pytest.mark.django_db

@@ -127,6 +127,9 @@ def test_a_real_worker_runs_the_sharded_sync_job(cluster):
 
 @pytest.mark.django_db
 def test_a_requested_sync_waits_for_the_one_in_progress_instead_of_being_lost(cluster):
+    from celery.exceptions import Retry
+
+    from core.locks import KEY
     from core.redis import get_redis
     from core.sharding import shard_queue
     from fleet.tasks import sync_cluster_task
@@ -134,13 +137,20 @@ def test_a_requested_sync_waits_for_the_one_in_progress_instead_of_being_lost(cl
     queue = shard_queue(f"cluster/{cluster.name}")
     redis = get_redis()
     redis.delete(queue)
-    held = redis.lock(f"meridian:lock:fleet-sync:{cluster.name}", timeout=30)
+    held = redis.lock(KEY.format(name=f"fleet-sync-{cluster.name}"), timeout=30)
     assert held.acquire(blocking=False)
+    # As a worker delivers it (not a direct call): the busy lock makes the task retry itself.
+    sync_cluster_task.push_request(id="delivery-1", hostname="test-worker", called_directly=False, delivery_info={},
+                                   args=[cluster.name], kwargs={"requested": True})
     try:
-        assert sync_cluster_task.run(cluster.name, job_id=12345) is None
+        with pytest.raises(Retry):
+            sync_cluster_task(cluster.name, requested=True)
         assert redis.llen(queue) == 1, "requeued on the cluster's shard"
-        assert sync_cluster_task.run(cluster.name) is None
+        job = Job.objects.get(kind="fleet.sync_cluster")
+        assert job.status == Job.Status.PENDING and "busy" in job.error, "the job waits for its retry"
+        assert sync_cluster_task(cluster.name) == {"cluster": cluster.name, "skipped": "a sync of this cluster is running"}
         assert redis.llen(queue) == 1, "a periodic sync is simply skipped"
     finally:
+        sync_cluster_task.pop_request()
         held.release()
         redis.delete(queue)

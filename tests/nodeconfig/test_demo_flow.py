@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -9,10 +10,10 @@ from celery.contrib.testing.worker import start_worker
 
 from config.celery import app
 from core.sharding import shard_queue
+from fleet.connectors.simulated import SimulatedConnector
 from fleet.models import Cluster, Node, SimulatedObject
-from fleet.services import connector_for
-from fleet.simstore import config_for
-from fleet.simulator import demo_fleet
+from fleet.simstore import DatabaseObjectStore, config_for, spec_for
+from fleet.simulator import CHURN_TICKS, EPOCH, demo_fleet, node_indices
 from fleet.sync import sync_cluster
 from nodeconfig.models import ConfigTarget, NodeConfig
 from nodeconfig.rollout import progress
@@ -25,12 +26,24 @@ pytestmark = pytest.mark.django_db
 EXAMPLES = (Path(__file__).resolve().parents[2] / "nodeconfig" / "examples" / "seed-targets.yaml").read_text()
 
 
+#: The simulator's clock for the sync: a fixed instant, so the churn window (which nodes left,
+#: which spares joined) is the same on every run instead of whatever the wall clock says.
+SIM_NOW = float(EPOCH)
+
+
+def demo_node_count() -> int:
+    """How many nodes the two demo clusters have at ``SIM_NOW``, from the simulator itself."""
+    specs = demo_fleet(seed=7, clusters=2, nodes=120)
+    return sum(len(node_indices(spec, spec.tick(SIM_NOW) // CHURN_TICKS)) for spec in specs)
+
+
 @pytest.fixture
 def demo(db):
     clusters = []
     for spec in demo_fleet(seed=7, clusters=2, nodes=120):
         cluster = Cluster.objects.create(name=spec.name, connector="simulated", connector_config=config_for(spec))
-        with connector_for(cluster) as connector:
+        connector = SimulatedConnector(spec_for(cluster), store=DatabaseObjectStore(cluster), clock=lambda: SIM_NOW)
+        with connector:
             sync_cluster(cluster, connector)
         clusters.append(cluster)
     return clusters
@@ -49,8 +62,7 @@ def test_the_seed_examples_reach_the_right_demo_nodes_and_the_simulated_agents_a
     hdd = set(Node.objects.filter(labels__diskMode="hdd").values_list("name", flat=True))
     first, second = Node.objects.order_by("name").values_list("name", flat=True)[:2]
     got = dict(NodeConfig.objects.values_list("node__name", "target__name"))
-    # ~120 nodes: the simulator's churn window decides whether a node left or a spare joined
-    assert len(got) == Node.objects.count() >= 110
+    assert len(got) == Node.objects.count() == demo_node_count() >= 120
     assert got[first] == got[second] == "numa-memory-eviction-gray"
     assert {n for n, t in got.items() if t == "hybrid-for-disk-hdd"} == hdd - {first, second}
     assert {t for n, t in got.items() if n not in hdd | {first, second}} == {"global"}
@@ -82,7 +94,7 @@ def test_clusters_running_katalyst_get_cncs_and_target_objects(demo):
     import_manifests(gray_yaml())
     for target in ConfigTarget.objects.all():
         settle(target)
-    written = push_to_cluster(cluster.name)
+    written = push_to_cluster(cluster.name)["written"]
     assert written == Node.objects.filter(cluster=cluster).count()
     node = NodeConfig.objects.filter(cluster=cluster, target__name="hybrid-for-disk-hdd").select_related("node").first()
     cnc = SimulatedObject.objects.get(cluster=cluster, kind="CustomNodeConfig", name=node.node.name).body
@@ -91,7 +103,7 @@ def test_clusters_running_katalyst_get_cncs_and_target_objects(demo):
         "configNamespace": "default", "configName": "hybrid-for-disk-hdd", "hash": node.config_hash}]
     hdd = SimulatedObject.objects.get(cluster=cluster, kind="AdminQoSConfiguration", name="hybrid-for-disk-hdd").body
     assert hdd["spec"]["nodeLabelSelector"] == "diskMode=hdd" and hdd["metadata"]["namespace"] == "default"
-    assert push_to_cluster(demo[1].name) == 0  # not a Katalyst cluster
+    assert push_to_cluster(demo[1].name) == {"written": 0}  # not a Katalyst cluster
 
 
 @pytest.mark.django_db(transaction=True)
@@ -123,3 +135,50 @@ def test_the_demo_seed_imports_the_machine_type_example_once(demo):
     target = ConfigTarget.objects.get()
     assert target.name == "hybrid-for-disk-hdd" and target.node_label_selector == "diskMode=hdd"
     assert target.revisions.get().created_by == "system:seed-demo"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_push_jobs_are_routed_to_their_clusters_shard_and_run(fleet, admin_qos, purge_shard_queues):
+    """A target change reaches a Katalyst cluster's CNCs through jobs: the reconcile job queues a
+    push job per such cluster (``core.jobs.enqueue``), the shard router sends it to the cluster's
+    queue, and a worker of that shard runs it. ``.delay(cluster, names)`` routes the same way
+    (the old router called the key function with every argument: TypeError, swallowed after commit)."""
+    from config.celery import route_task
+    from core.models import Job
+    from nodeconfig.models import ConfigType
+    from nodeconfig.reconcile import PUSH_TASK
+    from nodeconfig.services import RECONCILE_TASK, TargetSpec, save_target
+    from nodeconfig.tasks import cluster_shard_key
+
+    from .conftest import shard_worker, type_key, wait_for_job
+
+    bj = fleet["bj-1"]
+    bj.connector_config = bj.connector_config | {"katalyst_agents": True}
+    bj.save()
+    hdd_names = sorted(Node.objects.filter(cluster=bj, labels__diskMode="hdd").values_list("name", flat=True))
+    config_type = ConfigType.objects.get(pk=admin_qos.pk)
+    queue = shard_queue(cluster_shard_key("bj-1"))
+    for args, kwargs in ((("bj-1", hdd_names), {}), (("bj-1",), {"node_names": hdd_names}),
+                         ((), {"cluster_name": "bj-1", "node_names": None, "job_id": 7})):
+        assert route_task(PUSH_TASK, args, kwargs, {}) == {"queue": queue}, (args, kwargs)
+
+    with shard_worker(type_key(config_type), cluster_shard_key("bj-1")):
+        target, _ = save_target(config_type, TargetSpec(name="hdd", node_label_selector="diskMode=hdd", config={}))
+        reconciled = wait_for_job(Job.objects.get(kind=RECONCILE_TASK, object_id=str(target.pk)))
+        assert reconciled.status == Job.Status.SUCCEEDED, reconciled.error
+        pushes = Job.objects.filter(kind=PUSH_TASK)
+        assert pushes.count() == 1, "one push, for the one cluster that runs Katalyst agents"
+        push = wait_for_job(pushes.get())
+    assert push.status == Job.Status.SUCCEEDED, push.error
+    assert push.task_args == ["bj-1", hdd_names] and push.result == {"written": len(hdd_names)}
+    cnc = SimulatedObject.objects.get(cluster=bj, kind="CustomNodeConfig", name=hdd_names[0]).body
+    assert [entry["configName"] for entry in cnc["status"]["katalystCustomConfigList"]] == ["hdd"]
+
+    with shard_worker(cluster_shard_key("bj-1")):  # a worker of that one shard only
+        sent = push_to_cluster.delay("bj-1", ["bj-1-n001"])
+        deadline = time.monotonic() + 30
+        while not Job.objects.filter(task_id=sent.id).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        delayed = wait_for_job(Job.objects.get(task_id=sent.id))
+    assert delayed.status == Job.Status.SUCCEEDED and delayed.result == {"written": 1}
+    assert SimulatedObject.objects.filter(cluster=bj, kind="CustomNodeConfig", name="bj-1-n001").exists()

@@ -99,12 +99,13 @@ def counted_by_hand(target: ConfigTarget) -> dict[str, int]:
     return counts
 
 
-def test_grouped_progress_counts_each_target_by_the_rollout_rules(hdd, admin_qos, fleet):
+def test_grouped_progress_counts_each_target_by_the_rollout_rules(hdd, admin_qos, fleet, deliver):
     paced, _ = save_target(admin_qos, TargetSpec(name="global", config={}, wave_size="5"))
     settle(paced)
     ack(hdd, ["bj-1-n000"])
     NodeConfig.objects.filter(target=hdd, node__name="bj-1-n003").update(error="boom")
-    emergency, _ = emergency_downgrade(cluster="sh-1", selector="", reason="incident")
+    with deliver():
+        emergency, _, _ = emergency_downgrade(cluster="sh-1", selector="", reason="incident")
     ack(emergency, ["sh-1-n001"])
     targets = list(views.targets_with_relations().filter(deleted=False))
     grouped = progress_many(targets)
@@ -186,7 +187,7 @@ def test_node_config_page_shows_merged_config_and_agent_state(client, viewer, hd
 # ---------------------------------------------------------------------------- permissions
 
 def test_write_forms_refuse_viewers(client, viewer, hdd):
-    emergency, _ = emergency_downgrade(cluster="sh-1", selector="", reason="incident")
+    emergency, _, _ = emergency_downgrade(cluster="sh-1", selector="", reason="incident")
     client.force_login(viewer)
     for path in (NEW, f"/nodeconfig/targets/{hdd.pk}/edit/", "/nodeconfig/import/"):
         assert client.get(path).status_code == 403, path
@@ -346,50 +347,57 @@ def test_overview_offers_the_emergency_panel_to_operators_only(client, viewer, o
     client.force_login(operator)
     html = client.get("/").content.decode()
     assert 'id="emergency-form"' in html and f'action="{EMERGENCY}"' in html and "DOWNGRADE" in html
-    target, _ = emergency_downgrade(cluster=None, selector="", reason="incident")
+    target, _, _ = emergency_downgrade(cluster=None, selector="", reason="incident")
     client.force_login(viewer)
     html = client.get("/").content.decode()
     assert "emergency-downgrade-fleet" in html and f'data-live-topic="nodeconfig-target-{target.pk}"' in html
     assert "emergency-form" not in html
 
 
-def test_the_emergency_form_needs_downgrade_typed_and_makes_one_target(client, operator, fleet, admin_qos):
+def test_the_emergency_form_needs_downgrade_typed_and_makes_one_target(client, operator, fleet, admin_qos, deliver):
     client.force_login(operator)
     body = {"scope": "fleet", "reason": "reclaim hurts latency", "confirm": "downgrade"}
     response = client.post(EMERGENCY, body)
     assert response.status_code == 200 and "Type DOWNGRADE (in capitals)" in response.content.decode()
     assert not ConfigTarget.objects.filter(emergency=True).exists()
     assert "Choose the cluster" in client.post(EMERGENCY, body | {"scope": "cluster", "confirm": "DOWNGRADE"}).content.decode()
-    response = client.post(EMERGENCY, body | {"confirm": "DOWNGRADE"})
-    target = ConfigTarget.objects.get(emergency=True)
-    assert response.status_code == 302 and response["Location"] == f"/nodeconfig/targets/{target.pk}/"
-    assert NodeConfig.objects.filter(target=target).count() == 18  # written in the request
+    with deliver():
+        response = client.post(EMERGENCY, body | {"confirm": "DOWNGRADE"})
+        target = ConfigTarget.objects.get(emergency=True)
+        assert response.status_code == 302 and response["Location"] == f"/nodeconfig/targets/{target.pk}/"
+        pending = client.get(response["Location"]).content.decode()
+        assert "delivery pending" in pending and 'data-nc-delivery hidden' not in pending  # before its job ran
+    assert NodeConfig.objects.filter(target=target).count() == 18  # written by its delivery job
     assert client.post(EMERGENCY, body | {"confirm": "DOWNGRADE"}).status_code == 302
     assert ConfigTarget.objects.filter(emergency=True).count() == 1, "a double click is one downgrade"
     page = client.get(response["Location"]).content.decode()
     assert "Emergency downgrade active" in page and 'id="restore-form"' in page
-    assert '<span data-count="targeted">18</span>' in page
+    assert '<span data-count="targeted">18</span>' in page and "data-nc-delivery hidden" in page
 
 
-def test_emergency_scope_by_cluster_and_selector(client, operator, fleet, admin_qos):
+def test_emergency_scope_by_cluster_and_selector(client, operator, fleet, admin_qos, deliver):
     client.force_login(operator)
     base = {"reason": "incident", "confirm": "DOWNGRADE"}
     client.post(EMERGENCY, base | {"scope": "cluster", "cluster": "sh-1", "selector": "pool=online"})
     target = ConfigTarget.objects.get(emergency=True)
     assert target.cluster.name == "sh-1" and target.node_label_selector == ""
-    client.post(EMERGENCY, base | {"scope": "selector", "cluster": "bj-1", "selector": "pool=online"})
+    with deliver():
+        client.post(EMERGENCY, base | {"scope": "selector", "cluster": "bj-1", "selector": "pool=online"})
     selector = ConfigTarget.objects.get(emergency=True, node_label_selector="pool=online")
     assert selector.cluster.name == "bj-1" and NodeConfig.objects.filter(target=selector).count() == 6
     bad = client.post(EMERGENCY, base | {"scope": "selector", "selector": "pool in (online"})
     assert bad.status_code == 200 and "does not parse" in bad.content.decode()
 
 
-def test_restore_through_the_detail_page(client, operator, hdd):
-    target, _ = emergency_downgrade(cluster=None, selector="", reason="incident")
+def test_restore_through_the_detail_page(client, operator, hdd, deliver):
+    with deliver():
+        target, _, _ = emergency_downgrade(cluster=None, selector="", reason="incident")
+    assert NodeConfig.objects.filter(target=target).count() == 18
     client.force_login(operator)
     url = f"/nodeconfig/targets/{target.pk}/restore/"
     assert "This field is required" in client.post(url, {"restore-reason": ""}).content.decode()
-    assert client.post(url, {"restore-reason": "latency is fine"}).status_code == 302
+    with deliver():
+        assert client.post(url, {"restore-reason": "latency is fine"}).status_code == 302
     assert not NodeConfig.objects.filter(target=target).exists()
     assert NodeConfig.objects.get(node__name="bj-1-n000").target_id == hdd.pk
     assert client.post(f"/nodeconfig/targets/{hdd.pk}/restore/", {"restore-reason": "x"}).status_code == 404

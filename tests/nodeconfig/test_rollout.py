@@ -7,13 +7,13 @@ import threading
 import pytest
 from django.db import connections
 
-from core.models import ObjectChange
+from core.models import Job, ObjectChange
 from nodeconfig.agent import record_reports
 from nodeconfig.models import ConfigTarget, NodeConfig
 from nodeconfig.rollout import advance_rollout, progress
 from nodeconfig.services import TargetSpec, emergency_downgrade, restore_downgrade, save_target
 
-from .conftest import settle
+from .conftest import settle, shard_worker, type_key, wait_for_job
 
 pytestmark = pytest.mark.django_db
 EMERGENCY = "/api/v1/nodeconfig/emergency-downgrade/"
@@ -94,7 +94,8 @@ def test_pause_resume_and_promote_through_the_api(fleet, admin_qos, operator_api
     assert body["delivered"] == 18 and body["rollout_state"] == "complete"
 
 
-def test_emergency_downgrade_overrides_everything_in_scope_and_restores(fleet, admin_qos, operator_api, viewer_api):
+def test_emergency_downgrade_overrides_everything_in_scope_and_restores(fleet, admin_qos, operator_api, viewer_api,
+                                                                      deliver):
     hdd, _ = save_target(admin_qos, TargetSpec(name="hdd", node_label_selector="diskMode=hdd",
                                                config={"evictionConfig": {"memoryPressureEvictionConfig": {
                                                    "systemFreeMemoryThresholdMinimum": "20Gi"}}}))
@@ -102,12 +103,17 @@ def test_emergency_downgrade_overrides_everything_in_scope_and_restores(fleet, a
     body = {"cluster": "bj-1", "reason": "reclaim is hurting latency", "confirm": "DOWNGRADE"}
     assert viewer_api.post(EMERGENCY, body, format="json").status_code == 403
     assert operator_api.post(EMERGENCY, body | {"confirm": "yes"}, format="json").status_code == 400
-    response = operator_api.post(EMERGENCY, body, format="json")
-    assert response.status_code == 201, response.content
+    with deliver():
+        response = operator_api.post(EMERGENCY, body, format="json")
+        assert response.status_code == 201, response.content
+        # the answer tells the truth: committed, delivery still to come, and the job delivering it
+        assert response.json()["progress"]["delivery"] == "pending"
+        assert response.json()["delivery_job"]["status"] == "pending"
     rows = NodeConfig.objects.filter(target__emergency=True)
-    assert rows.count() == 12 and not rows.exclude(cluster__name="bj-1").exists()  # written in the request
+    assert rows.count() == 12 and not rows.exclude(cluster__name="bj-1").exists()  # written by its delivery job
     client_view = operator_api.get(EMERGENCY).json()
-    assert client_view[0]["progress"]["delivered"] == 12
+    assert client_view[0]["progress"]["delivered"] == 12 and client_view[0]["progress"]["delivery"] == "delivered"
+    assert client_view[0]["delivery_job"]["status"] == "succeeded"
     # the override keeps the node's own target underneath it
     from nodeconfig.agent import effective_config
     from fleet.models import Node
@@ -119,18 +125,24 @@ def test_emergency_downgrade_overrides_everything_in_scope_and_restores(fleet, a
     assert operator_api.post(EMERGENCY, body, format="json").status_code == 200  # idempotent
     assert ConfigTarget.objects.filter(emergency=True).count() == 1
     target = ConfigTarget.objects.get(emergency=True)
-    assert operator_api.post(f"{EMERGENCY}{target.pk}/restore/", {"reason": "latency ok"}, format="json").status_code == 204
+    with deliver():
+        restored = operator_api.post(f"{EMERGENCY}{target.pk}/restore/", {"reason": "latency ok"}, format="json")
+        assert restored.status_code == 200, restored.content
+        assert restored.json()["id"] == target.pk and restored.json()["deleted"] is True
+        assert restored.json()["delivery_job"]["status"] == "pending" and restored.json()["progress"]["delivery"] == "pending"
     assert not NodeConfig.objects.filter(target__emergency=True).exists()
     assert NodeConfig.objects.get(node__name="bj-1-n000").target == hdd
     assert [r.action for r in target.revisions.all()] == ["restore", "create"]
     assert ObjectChange.objects.filter(verb="emergency_downgrade").count() == 1
 
 
-def test_emergency_downgrade_bypasses_pacing(fleet, admin_qos):
+def test_emergency_downgrade_bypasses_pacing(fleet, admin_qos, deliver):
     target = paced(admin_qos, wave_size="1")
-    downgrade, _ = emergency_downgrade(cluster=None, selector="", reason="incident 42")
-    assert NodeConfig.objects.filter(target=downgrade).count() == 18
-    restore_downgrade(downgrade, reason="over")
+    with deliver():
+        downgrade, created, _job = emergency_downgrade(cluster=None, selector="", reason="incident 42")
+    assert created and NodeConfig.objects.filter(target=downgrade).count() == 18
+    with deliver():
+        restore_downgrade(downgrade, reason="over")
     assert NodeConfig.objects.filter(revision=target.revision).count() == 1  # pacing resumes where it was
 
 
@@ -158,13 +170,17 @@ def test_fifty_concurrent_downgrades_make_one(fleet, admin_qos):
             connections.close_all()
 
     threads = [threading.Thread(target=press) for _ in range(10)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert sorted(set(statuses)) == [200, 201] and statuses.count(201) == 1 and len(statuses) == 50
-    assert ConfigTarget.objects.filter(emergency=True).count() == 1
-    target = ConfigTarget.objects.get(emergency=True)
+    with shard_worker(type_key(admin_qos)):  # delivers the downgrade, as a worker of its shard does
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(set(statuses)) == [200, 201] and statuses.count(201) == 1 and len(statuses) == 50
+        assert ConfigTarget.objects.filter(emergency=True).count() == 1
+        target = ConfigTarget.objects.get(emergency=True)
+        deliveries = Job.objects.filter(kind="nodeconfig.reconcile_type", object_id=str(target.pk))
+        assert deliveries.count() == 1, "one downgrade, delivered once"
+        assert wait_for_job(deliveries.get()).status == Job.Status.SUCCEEDED
     assert target.revisions.count() == 1
     assert NodeConfig.objects.filter(target=target).count() == 18
     assert ObjectChange.objects.filter(verb="emergency_downgrade").count() == 1

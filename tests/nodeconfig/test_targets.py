@@ -150,6 +150,14 @@ def test_every_change_is_a_revision_diffable_and_rollback_restores_an_old_one(fl
     assert sum(1 for t in entries().values() if t == "hdd") == 6  # 4 of 12 + 2 of 6 are hdd
 
 
+def test_a_change_that_is_not_a_json_object_is_refused(fleet, operator_api):
+    target = create(operator_api, name="x").json()
+    response = operator_api.patch(f"{TARGETS}{target['id']}/", [{"config": {"a": 1}}], format="json")
+    assert response.status_code == 400 and response.json()["code"] == "invalid"
+    assert "non_field_errors" in response.json()["errors"]
+    assert ConfigTarget.objects.get(pk=target["id"]).revisions.count() == 1
+
+
 def test_viewers_read_but_cannot_write_and_unchanged_saves_write_nothing(fleet, viewer_api, operator_api):
     assert create(viewer_api, name="x").status_code == 403
     target = create(operator_api, name="x").json()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from core.events import current_sequence
+from core.live import publish_pending
 from nodeconfig.agent import record_reports
-from nodeconfig.models import ConfigType, NodeConfig
-from nodeconfig.rollout import publish_progress
+from nodeconfig.models import TARGET_LIVE, ConfigType, NodeConfig
 from nodeconfig.services import TargetSpec, save_config_type, save_target
 
 from .conftest import settle
@@ -40,6 +42,11 @@ def test_admins_register_a_type_at_run_time_and_targets_of_it_work(fleet, admin_
     assert NodeConfig.objects.filter(config_type__name="CPUThrottleConfiguration").count() == 5
 
 
+def fields_named(body: dict) -> set[str]:
+    """The input fields an error body names (``allowed_keys[1].priority`` names ``allowed_keys``)."""
+    return {re.split(r"[.\[]", path, maxsplit=1)[0] for path in body["errors"]}
+
+
 @pytest.mark.parametrize("change, field", [
     ({"allowed_keys": [{"priority": 0, "keyList": ["bad key!"]}]}, "allowed_keys"),
     ({"allowed_keys": [{"priority": 0, "keyList": ["a"]}, {"priority": 0, "keyList": ["b"]}]}, "allowed_keys"),
@@ -49,7 +56,7 @@ def test_admins_register_a_type_at_run_time_and_targets_of_it_work(fleet, admin_
 ])
 def test_bad_types_are_refused_field_by_field(admin_api, change, field):
     response = admin_api.post(TYPES, NEW_TYPE | change, format="json")
-    assert response.status_code == 400 and field in response.json()
+    assert response.status_code == 400 and field in fields_named(response.json())
     assert not ConfigType.objects.filter(name="CPUThrottleConfiguration").exists()
 
 
@@ -72,12 +79,55 @@ def test_a_type_warns_beyond_two_priorities_or_two_keys(admin_api):
 def test_progress_events_are_coalesced_per_target(fleet, admin_qos, django_capture_on_commit_callbacks):
     target, _ = save_target(admin_qos, TargetSpec(name="global", config={}))
     settle(target)
-    publish_progress()  # drain what the change itself marked
+    publish_pending()  # drain what the change itself marked
     before = current_sequence("nodeconfig")
+    own_before = current_sequence(f"nodeconfig-target-{target.pk}")
     rows = NodeConfig.objects.filter(target=target).select_related("node", "cluster")
     with django_capture_on_commit_callbacks(execute=True):
         for row in rows:  # eighteen separate agent reports
             record_reports(row.cluster, {row.node.name: ({"AdminQoSConfiguration": row.config_hash}, {})})
-    assert publish_progress() == 1
+    # one summary for the one target: on the list topic and on the target's own topic
+    assert publish_pending() == {TARGET_LIVE: 2}
     assert current_sequence("nodeconfig") == before + 1
-    assert publish_progress() == 0
+    assert current_sequence(f"nodeconfig-target-{target.pk}") == own_before + 1
+    assert publish_pending() == {}
+
+
+def test_a_type_keeps_its_name_its_gvr_stays_valid_and_the_downgrade_works_after_an_update(
+        fleet, admin_api, operator_api, deliver):
+    """The emergency downgrade finds its type by name: a rename would break it, so names are
+    immutable; a garbage group/version/resource would break every agent and CNC, so each is
+    refused on its field. A legitimate update changes neither, and the downgrade still works."""
+    url = TYPES + "AdminQoSConfiguration/"
+    current = admin_api.get(url)
+    assert current.status_code == 200 and current["ETag"]
+    unchanged = ConfigType.objects.filter(name="AdminQoSConfiguration").values(
+        "name", "group", "version", "resource", "allowed_keys", "default_hash").get()
+    for method, body in (("patch", {"name": "RenamedConfiguration"}),
+                         ("put", current.json() | {"name": "RenamedConfiguration"})):
+        response = getattr(admin_api, method)(url, body, format="json")
+        assert response.status_code == 400 and response.json()["code"] == "invalid", (method, response.content)
+        assert "cannot change" in " ".join(response.json()["errors"]["name"])
+    garbage = {"group": "Not A Group!", "version": "1.0", "resource": "Admin_QoS"}
+    response = admin_api.patch(url, garbage, format="json")
+    assert response.status_code == 400 and set(response.json()["errors"]) == set(garbage)
+    for field, value in garbage.items():
+        response = admin_api.patch(url, {field: value}, format="json")
+        assert response.status_code == 400 and set(response.json()["errors"]) == {field}, field
+    created = admin_api.post(TYPES, NEW_TYPE | {"group": "bad group", "version": "v1", "resource": "x"}, format="json")
+    assert created.status_code == 400 and set(created.json()["errors"]) == {"group"}
+    assert ConfigType.objects.filter(name="AdminQoSConfiguration").values(*unchanged).get() == unchanged
+    assert not ConfigType.objects.filter(name="RenamedConfiguration").exists()
+    assert admin_api.get(url)["ETag"] == current["ETag"]
+
+    update = {"description": "QoS switches", "allowed_keys": [{"priority": 0, "keyList": ["diskMode"]},
+                                                              {"priority": 1, "keyList": ["pool"]}]}
+    response = admin_api.patch(url, update, format="json", HTTP_IF_MATCH=current["ETag"])
+    assert response.status_code == 200 and response.json()["name"] == "AdminQoSConfiguration"
+    assert response["ETag"] != current["ETag"]
+    with deliver():
+        downgrade = operator_api.post("/api/v1/nodeconfig/emergency-downgrade/",
+                                      {"selector": "pool=online", "reason": "incident", "confirm": "DOWNGRADE"},
+                                      format="json")
+    assert downgrade.status_code == 201, downgrade.content
+    assert NodeConfig.objects.filter(target_id=downgrade.json()["id"]).count() == 9  # odd-numbered nodes are online

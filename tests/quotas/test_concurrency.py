@@ -8,14 +8,12 @@ this on SQLite and, in CI, on PostgreSQL.
 from __future__ import annotations
 
 import re
-import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-import uvicorn
 from django.db import connection, connections, transaction
 
 from quotas import services
@@ -27,27 +25,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 DENIAL = re.compile(r"requested (\d+), used (\d+), hard (\d+)")
 REQUESTS = 200
 ROOM = 37  # requests of 1 core that fit
-
-
-@pytest.fixture
-def server(transactional_db):
-    from config.asgi import application
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    instance = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off", log_level="warning",
-                                             timeout_keep_alive=60))
-    thread = threading.Thread(target=instance.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not instance.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    instance.should_exit = True
-    thread.join(timeout=10)
-    application.application_mapping["http"].close()  # its threads' connections, before the test database goes
 
 
 def fire(url: str, token: str, bodies: list[dict]) -> list[dict]:

@@ -127,6 +127,8 @@ def test_a_viewer_who_owns_nothing_cannot_write(client, viewer, tree):
     assert delete(client, "vision-det").status_code == 403
     assert move(client, "vision-ocr", "vision-det", "limits.cpu: 1").status_code == 403
     assert client.post(f"{detail('vision')}owners/", {"owners-owners": viewer.username}).status_code == 403
+    what_if = {"workload": yaml.safe_dump(deployment("x", group="vision-ocr")), "group": ""}
+    assert client.post(CHECK, what_if).status_code == 403, "a what-if needs the role that could make the change"
     assert not QuotaGroup.objects.filter(name="mine").exists()
     assert group("vision-ocr").hard == {"limits.cpu": "30", "requests.nvidia.com/gpu": "4"}
     assert QuotaGroup.objects.filter(name="vision-det").exists() and not group("vision").owners.exists()
@@ -222,6 +224,10 @@ def test_a_malformed_hard_line_is_reported_with_its_number(client, operator):
     assert "Line 3" in message and "limits.memory 4Gi" in message
     duplicate = client.post(NEW, create_form("ads", "pods: 1\npods=2"))
     assert "Line 2" in " ".join(errors(duplicate)["hard"])
+    only_comments = client.post(NEW, create_form("ads", "# limits.cpu: 10\n"))
+    assert only_comments.status_code == 200 and "at least one resource" in " ".join(errors(only_comments)["hard"])
+    negative = client.post(NEW, create_form("ads", "limits.cpu: -5"))
+    assert "greater than or equal to 0" in " ".join(errors(negative)["hard"])
     assert not QuotaGroup.objects.exists()
 
 
@@ -339,11 +345,11 @@ def test_cash_burn_down_with_projected_exhaustion(client, viewer):
 
 # ---------------------------------------------------------------------------- what-if
 
-def test_what_if_answers_without_committing(client, viewer, cluster, ads):
+def test_what_if_answers_without_committing(client, operator, cluster, ads):
     assert admit(cluster, deployment("a4-web", cpu="4", cpu_type="A4")).allowed
     before = dict(group("ads").used)
     charges = QuotaCharge.objects.count()
-    client.force_login(viewer)
+    client.force_login(operator)  # a preview needs the role that could make the change ("add")
 
     more_a4 = client.post(CHECK, {"workload": yaml.safe_dump(deployment("a4-more", cpu="4", cpu_type="A4")), "group": ""})
     assert more_a4.status_code == 200
@@ -359,8 +365,8 @@ def test_what_if_answers_without_committing(client, viewer, cluster, ads):
     assert group("ads").used == before and QuotaCharge.objects.count() == charges, "the what-if commits nothing"
 
 
-def test_what_if_reports_input_problems_on_the_form(client, viewer, ads):
-    client.force_login(viewer)
+def test_what_if_reports_input_problems_on_the_form(client, operator, ads):
+    client.force_login(operator)
     broken = client.post(CHECK, {"workload": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: [oops\n", "group": ""})
     assert broken.status_code == 200 and "decision" not in broken.context
     assert "line" in " ".join(errors(broken)["workload"]).lower()

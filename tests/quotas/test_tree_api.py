@@ -42,10 +42,10 @@ def test_the_contract_shape_of_a_group(tree, viewer_api):
 
 def test_child_must_carry_every_parent_key_and_fit_in_the_remaining(tree):
     missing = create(tree, "vision-det", {"limits.cpu": "10"}, "vision")
-    assert missing.status_code == 400 and "hard.requests.nvidia.com/gpu" in missing.json()
+    assert missing.status_code == 400 and "hard.requests.nvidia.com/gpu" in missing.json()["errors"]
     too_big = create(tree, "vision-det", {"limits.cpu": "71", "requests.nvidia.com/gpu": "1"}, "vision")
     assert too_big.status_code == 400
-    message = too_big.json()["hard.limits.cpu"][0]
+    message = too_big.json()["errors"]["hard.limits.cpu"][0]
     assert "vision" in message and "70" in message
     assert not QuotaGroup.objects.filter(name="vision-det").exists()
     assert group("vision").used["limits.cpu"] == "30", "a refused child takes nothing from the parent"
@@ -55,20 +55,20 @@ def test_child_must_carry_every_parent_key_and_fit_in_the_remaining(tree):
 
 
 def test_bad_input_gets_field_messages(tree):
-    assert "name" in create(tree, "Bad_Name", {"limits.cpu": "1"}).json()
-    assert "name" in create(tree, "vision", {"limits.cpu": "1"}).json(), "names are unique fleet-wide"
-    assert "hard.limits.cpu" in create(tree, "x", {"limits.cpu": "-1"}).json()
-    assert "hard.limits.cpu" in create(tree, "x", {"limits.cpu": "ten"}).json()
-    assert "parent" in create(tree, "x", {"limits.cpu": "1"}, "nope").json()
+    assert "name" in create(tree, "Bad_Name", {"limits.cpu": "1"}).json()["errors"]
+    assert "name" in create(tree, "vision", {"limits.cpu": "1"}).json()["errors"], "names are unique fleet-wide"
+    assert "hard.limits.cpu" in create(tree, "x", {"limits.cpu": "-1"}).json()["errors"]
+    assert "hard.limits.cpu" in create(tree, "x", {"limits.cpu": "ten"}).json()["errors"]
+    assert "parent" in create(tree, "x", {"limits.cpu": "1"}, "nope").json()["errors"]
     assert tree.post(GROUPS, {"name": "x", "hard": ["limits.cpu"]}, format="json").status_code == 400
     assert not QuotaGroup.objects.filter(name="x").exists()
 
 
 def test_parent_is_immutable_and_resize_checks_the_parent(tree):
     moved = tree.patch(f"{GROUPS}vision-ocr/", {"parent": None}, format="json")
-    assert moved.status_code == 400 and "parent" in moved.json()
+    assert moved.status_code == 400 and "parent" in moved.json()["errors"]
     grow = tree.patch(f"{GROUPS}vision-ocr/", {"hard": {"limits.cpu": "101", "requests.nvidia.com/gpu": "4"}}, format="json")
-    assert grow.status_code == 400 and "hard.limits.cpu" in grow.json()
+    assert grow.status_code == 400 and "hard.limits.cpu" in grow.json()["errors"]
     ok = tree.patch(f"{GROUPS}vision-ocr/", {"hard": {"limits.cpu": "100", "requests.nvidia.com/gpu": "4"}}, format="json")
     assert ok.status_code == 200 and group("vision").used["limits.cpu"] == "100"
     dropped = tree.patch(f"{GROUPS}vision-ocr/", {"hard": {"limits.cpu": "10"}}, format="json")
@@ -86,7 +86,7 @@ def test_shrinking_below_usage_is_allowed_with_a_warning(tree):
 
 def test_only_leaves_are_deleted_and_their_quota_returns(tree):
     refused = tree.delete(f"{GROUPS}vision/")
-    assert refused.status_code == 400 and "child" in str(refused.json())
+    assert refused.status_code == 400 and refused.json()["code"] == "not_leaf" and "child" in refused.json()["detail"]
     assert tree.delete(f"{GROUPS}vision-ocr/").status_code == 204
     assert group("vision").used == {"limits.cpu": "0", "requests.nvidia.com/gpu": "0"}
 
@@ -101,7 +101,7 @@ def test_move_quota_between_siblings(tree):
     assert over.status_code == 400
     create(tree, "search", {"limits.cpu": "5"})
     cousin = tree.post(f"{GROUPS}vision-ocr/move/", {"target": "search", "amount": {"limits.cpu": "1"}}, format="json")
-    assert cousin.status_code == 400 and "target" in cousin.json()
+    assert cousin.status_code == 400 and "target" in cousin.json()["errors"]
     assert group("vision-ocr").hard["limits.cpu"] == "20"
 
 
@@ -150,7 +150,7 @@ def test_what_if_check_through_the_api(tree, viewer_api, viewer):
     assert fits.json()["allowed"] is True and fits.json()["delta"]["limits.cpu"] == "3"
     assert group("vision-ocr").used["limits.cpu"] == "0"
     assert tree.post(f"{GROUPS}check/", {"workload": "nope"}, format="json").status_code == 400
-    assert "group" in tree.post(f"{GROUPS}check/", {"workload": workload, "group": "zzz"}, format="json").json()
+    assert "group" in tree.post(f"{GROUPS}check/", {"workload": workload, "group": "zzz"}, format="json").json()["errors"]
     assert viewer_api.post(f"{GROUPS}check/", {"workload": workload}, format="json").status_code == 403
     group("vision").owners.add(viewer)
     read_only = token_client(viewer, write_enabled=False)
@@ -162,6 +162,8 @@ def test_webhook_configuration_for_a_cluster(admin_api, operator_api, viewer_api
     from fleet.models import Cluster
     from fleet.services import connector_for
 
+    from tests.certificates import CA_PEM
+
     Cluster.objects.create(name="bj-1", connector="simulated", connector_config={"node_count": 2, "seed": 1})
     config = viewer_api.get("/api/v1/quotas/webhook-configuration/bj-1/", {"base_url": "https://meridian.corp"}).json()
     assert config["kind"] == "ValidatingWebhookConfiguration"
@@ -169,10 +171,73 @@ def test_webhook_configuration_for_a_cluster(admin_api, operator_api, viewer_api
     assert hooks["workloads.quotas.meridian.io"]["clientConfig"]["url"] == "https://meridian.corp/api/admission/v1/quotas/validate"
     assert hooks["workloads.quotas.meridian.io"]["objectSelector"]["matchExpressions"][0]["key"] == "biz.group.resource.quota"
     assert "objectSelector" not in hooks["scale.quotas.meridian.io"], "Scale objects and HPAs carry no group label"
-    assert viewer_api.post("/api/v1/quotas/webhook-configuration/bj-1/", {}, format="json").status_code == 403
-    assert operator_api.post("/api/v1/quotas/webhook-configuration/bj-1/", {}, format="json").status_code == 403, \
+    apply = {"base_url": "https://meridian.corp", "ca_bundle": CA_PEM}
+    assert viewer_api.post("/api/v1/quotas/webhook-configuration/bj-1/", apply, format="json").status_code == 403
+    assert operator_api.post("/api/v1/quotas/webhook-configuration/bj-1/", apply, format="json").status_code == 403, \
         "changing a cluster's admission chain is for admins"
-    assert admin_api.post("/api/v1/quotas/webhook-configuration/bj-1/", {}, format="json").status_code == 200
+    assert admin_api.post("/api/v1/quotas/webhook-configuration/bj-1/", apply, format="json").status_code == 200
     with connector_for(Cluster.objects.get(name="bj-1")) as connector:
         stored = connector.get("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "meridian-quotas")
     assert stored is not None and len(stored["webhooks"]) == 2
+
+
+def test_a_group_must_limit_something_however_the_create_is_sent(operator_api):
+    """A create without ``hard`` used to make a group that limits nothing (it admits everything)."""
+    form_encoded = operator_api.post(GROUPS, {"name": "loose"})  # multipart, as a plain HTML form or curl -F sends it
+    assert form_encoded.status_code == 400 and "hard" in form_encoded.json()["errors"]
+    url_encoded = operator_api.post(GROUPS, "name=loose&parent=&description=", content_type="application/x-www-form-urlencoded")
+    assert url_encoded.status_code == 400 and "hard" in url_encoded.json()["errors"]
+    blank = operator_api.post(GROUPS, "name=loose&hard=", content_type="application/x-www-form-urlencoded")
+    assert blank.status_code == 400 and "hard" in blank.json()["errors"]
+    empty_json = create(operator_api, "loose", {})
+    assert empty_json.status_code == 400 and "hard" in empty_json.json()["errors"]
+    assert not QuotaGroup.objects.filter(name="loose").exists()
+    flattened = operator_api.post(GROUPS, "name=tight&hard.limits.cpu=2", content_type="application/x-www-form-urlencoded")
+    assert flattened.status_code == 201 and flattened.json()["hard"] == {"limits.cpu": "2"}, "form keys hard.<resource> work"
+
+
+def test_a_resize_to_nothing_is_refused(tree):
+    emptied = tree.patch(f"{GROUPS}vision-ocr/", {"hard": {}}, format="json")
+    assert emptied.status_code == 400 and emptied.json()["code"] == "hard_required" and "hard" in emptied.json()["errors"]
+    assert group("vision-ocr").hard == {"limits.cpu": "30", "requests.nvidia.com/gpu": "4"}
+
+
+def test_negative_hard_is_refused_on_create_and_resize(tree):
+    created = create(tree, "minus", {"limits.cpu": "-10"})
+    assert created.status_code == 400 and created.json()["errors"]["hard.limits.cpu"] == [
+        "limits.cpu: must be greater than or equal to 0, got -10"]
+    assert create(tree, "minus", {"limits.cpu": -1}).json()["errors"]["hard.limits.cpu"], "a JSON number too"
+    assert not QuotaGroup.objects.filter(name="minus").exists()
+    resized = tree.patch(f"{GROUPS}vision-ocr/", {"hard": {"limits.cpu": "-1", "requests.nvidia.com/gpu": "4"}}, format="json")
+    assert resized.status_code == 400 and "hard.limits.cpu" in resized.json()["errors"]
+    assert group("vision-ocr").hard["limits.cpu"] == "30" and group("vision").used["limits.cpu"] == "30"
+    assert create(tree, "vision-det", {"limits.cpu": "10", "requests.nvidia.com/gpu": "1"}, "vision").status_code == 201
+    moved = tree.post(f"{GROUPS}vision-ocr/move/", {"target": "vision-det", "amount": {"limits.cpu": "-5"}}, format="json")
+    assert moved.status_code == 400 and "amount.limits.cpu" in moved.json()["errors"], "the amount names itself"
+
+
+def test_groups_carry_an_etag_and_a_stale_if_match_changes_nothing(tree):
+    read = tree.get(f"{GROUPS}vision-ocr/")
+    tag = read.headers["ETag"]
+    assert tag == read.json()["etag"] and tree.get(f"{GROUPS}vision-ocr/", HTTP_IF_NONE_MATCH=tag).status_code == 304
+    grown = {"hard": {"limits.cpu": "31", "requests.nvidia.com/gpu": "4"}}
+    assert tree.patch(f"{GROUPS}vision-ocr/", grown, format="json", HTTP_IF_MATCH=tag).status_code == 200
+    stale = tree.patch(f"{GROUPS}vision-ocr/", {"hard": {"limits.cpu": "40", "requests.nvidia.com/gpu": "4"}}, format="json",
+                       HTTP_IF_MATCH=tag)
+    assert stale.status_code == 412 and stale.json()["code"] == "stale"
+    assert group("vision-ocr").hard["limits.cpu"] == "31" and group("vision").used["limits.cpu"] == "31"
+
+
+def test_history_is_revisions_with_diff_and_rollback(tree):
+    tree.patch(f"{GROUPS}vision-ocr/", {"hard": {"limits.cpu": "31", "requests.nvidia.com/gpu": "4"}, "reason": "more"},
+               format="json")
+    revisions = tree.get(f"{GROUPS}vision-ocr/revisions/").json()
+    assert [(r["number"], r["action"]) for r in revisions] == [(2, "update"), (1, "create")]
+    diff = tree.get(f"{GROUPS}vision-ocr/diff/", {"a": 1, "b": 2}).json()
+    assert diff["changes"] == [{"path": "hard.limits.cpu", "op": "change", "old": "30", "new": "31"}]
+    assert tree.post(f"{GROUPS}vision-ocr/rollback/", {"revision": 1}, format="json").json()["errors"]["reason"]
+    rolled = tree.post(f"{GROUPS}vision-ocr/rollback/", {"revision": 1, "reason": "too much"}, format="json")
+    assert rolled.status_code == 201 and (rolled.json()["number"], rolled.json()["rollback_of"]) == (3, 1)
+    assert group("vision-ocr").hard["limits.cpu"] == "30" and group("vision").used["limits.cpu"] == "30"
+    unknown = tree.post(f"{GROUPS}vision-ocr/rollback/", {"revision": 9, "reason": "x"}, format="json")
+    assert unknown.status_code == 400 and unknown.json()["code"] == "unknown_revision"

@@ -44,6 +44,7 @@ class Command(BaseCommand):
                 call_command("seed_nodeconfig_demo", if_empty=True)
                 call_command("seed_quotas_demo", if_empty=True)
                 call_command("seed_federation_demo", if_empty=True)
+                call_command("seed_scheduling_demo", if_empty=True)
             self.stdout.write(self.style.SUCCESS(f"Meridian: http://{options['host']}:{options['port']}/  (Ctrl-C stops)"))
             sys.stdout.flush()
             code = self._supervise(env, options["host"], options["port"])
@@ -63,7 +64,7 @@ class Command(BaseCommand):
         manager.add_process("worker", f"{python} manage.py meridian_worker", env=env)
         manager.add_process(
             "beat",
-            f"{python} -m celery -A config beat --loglevel INFO --schedule {settings.CELERY_BEAT_SCHEDULE_FILENAME}",
+            f"{python} -m celery -A config beat --loglevel INFO",
             env=env,
         )
         manager.loop()

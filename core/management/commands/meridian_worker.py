@@ -39,4 +39,5 @@ class Command(BaseCommand):
         ]
         self.stdout.write(f"worker {name} consuming {', '.join(queues)}")
         sys.stdout.flush()
+        os.environ["MERIDIAN_WORKER_NODE"] = name  # lets the job reaper tell a dead pool process on this node
         os.execv(sys.executable, argv)

@@ -2,10 +2,10 @@
 // Federation pages: live phases and per-cluster progress, the water-level dashboard (charts,
 // live table, cordon dialog), and the what-if's before/after chart.
 //
-// Objects: the index and an object's page hold server-rendered parts marked data-fed-live
-// (with ids); an event on their topics updates the phase badges at once from the event's own
-// data, then re-renders those parts from "?fragment=live" (a small template, not the page),
-// at most one fetch in flight and one per second, so a busy rollout is no request storm.
+// Objects: the index and an object's page hold server-rendered parts marked
+// data-live-fragment="live", which live.js re-renders from "?fragment=live" (a small template,
+// not the page) when their events arrive or events were missed; an event's own data updates
+// the phase badges at once.
 //
 // Water levels: #fed-water-data is one columnar JSON blob ({clusters, weight, state,
 // resources: {cpu: {allocatable, requested, available, deploy_rate}}, history: {t0, series}});
@@ -15,7 +15,7 @@
 (function () {
   var labels = readJSON("fed-labels") || {};
   var phases = labels.phases || {};
-  var MIN_REFRESH_MS = 1000, HISTORY_VISIBLE = 10, HISTORY_TRACES = 50;
+  var HISTORY_VISIBLE = 10, HISTORY_TRACES = 50;
   var PALETTE = { cpu: "#2458d3", memory: "#1b8a4b", gpu: "#b7791f", before: "#98a2b3", after: "#2458d3" };
 
   function readJSON(id) {
@@ -46,65 +46,29 @@
     badge.textContent = phases[phase] || phase;
   }
 
-  // ------------------------------------------------------------------ live fragments
-
-  var liveParts = document.querySelectorAll("[data-fed-live][id]");
-  var busy = false, again = false, last = 0;
-
-  function fragmentURL() {
-    var params = new URLSearchParams(location.search);
-    params.set("fragment", "live");
-    return location.pathname + "?" + params.toString();
-  }
-
-  function refresh() {
-    if (!liveParts.length) return;
-    if (busy) { again = true; return; }
-    var wait = last + MIN_REFRESH_MS - Date.now();
-    if (wait > 0) { busy = true; setTimeout(function () { busy = false; refresh(); }, wait); return; }
-    busy = true;
-    last = Date.now();
-    fetch(fragmentURL(), { credentials: "same-origin", headers: { "X-Requested-With": "federation-live" } })
-      .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
-      .then(function (html) {
-        var fresh = new DOMParser().parseFromString(html, "text/html");
-        document.querySelectorAll("[data-fed-live][id]").forEach(function (el) {
-          var replacement = fresh.getElementById(el.id);
-          if (replacement) el.replaceWith(replacement);
-        });
-        document.dispatchEvent(new CustomEvent("federation:refreshed"));
-      })
-      .catch(function () { /* stale until the next event; the indicator tells */ })
-      .finally(function () { busy = false; if (again) { again = false; refresh(); } });
-  }
+  // ------------------------------------------------------------------ live parts
+  // The parts marked data-live-fragment are re-rendered by live.js (the console's one live
+  // module); here only what can change at once from an event's own data: the phase badges.
 
   var objectEl = document.getElementById("fed-object");
   var objectId = objectEl ? objectEl.dataset.objectId : null;
+  var live = window.Meridian && window.Meridian.live;
 
-  document.addEventListener("meridian:event", function (e) {
-    var msg = e.detail, data = msg.data || {};
-    if (objectId) {
-      if (msg.topic === "federation-object-" + objectId && msg.event === "status") {
+  if (live) {
+    live.on("object.status", function (data, msg) {
+      if (objectId && msg.topic === "federation-object-" + objectId) {
         setPhase(document.querySelector("#fed-object-phase .fed-phase"), data.phase);
-        refresh();
-      } else if (msg.topic === "federation" && String(data.id) === objectId) {
-        if (msg.event === "object_deleted") {
-          var note = document.getElementById("fed-deleted-note");
-          if (note) { note.textContent = labels.deleted || "Deleted."; note.hidden = false; }
-        } else { refresh(); }
-      }
-    } else if (msg.topic === "federation" && document.getElementById("fed-objects")) {
-      if (msg.event === "object_status" && data.id !== undefined) {
+      } else if (!objectId && data.id !== undefined) {
         setPhase(document.querySelector('#fed-objects tr[data-object-id="' + data.id + '"] .fed-phase'), data.phase);
       }
-      refresh();
-    }
-  });
-  document.addEventListener("meridian:gap", function (e) {
-    if (/^federation/.test(e.detail.topic)) refresh();
-  });
+    });
+    live.on("object.deleted", function (data) {
+      var note = document.getElementById("fed-deleted-note");
+      if (objectId && String(data.id) === objectId && note) { note.textContent = labels.deleted || "Deleted."; note.hidden = false; }
+    });
+  }
   // The heading's badge follows the re-rendered summary (whatever event caused the refresh).
-  document.addEventListener("federation:refreshed", function () {
+  document.addEventListener("meridian:refreshed", function () {
     var fresh = document.querySelector("#fed-summary .fed-phase");
     if (objectId && fresh) setPhase(document.querySelector("#fed-object-phase .fed-phase"), fresh.dataset.phase);
   });
@@ -240,11 +204,11 @@
     }
     if (resourceEl) resourceEl.addEventListener("change", function () { drawHistory(water); });
     document.querySelectorAll("#fed-history-form [data-nojs]").forEach(function (el) { el.hidden = true; });
-    document.addEventListener("meridian:event", function (e) {
-      var msg = e.detail;
-      if (msg.topic === "water-levels" || (msg.topic === "federation" && msg.event === "cluster_cordoned")) refetchWater();
-    });
-    document.addEventListener("meridian:gap", function (e) { if (e.detail.topic === "water-levels") refetchWater(); });
+    if (live) {
+      live.on("water_level.sampled", refetchWater);
+      live.on("cluster.cordoned", refetchWater);
+      live.onBackfill(function (topic) { if (!topic || topic === "water-levels" || topic === "fleet") refetchWater(); });
+    }
   }
 
   // Cordon / drain / uncordon: the row's link opens a dialog asking the reason (without

@@ -2,12 +2,12 @@
 // Node config pages: live rollout progress, and form fields shown per chosen mode/scope.
 //
 // Progress bars (.nc-progress[data-target-id]) and the fields next to them are updated from
-// the "nodeconfig.progress" event's own data: the publisher already coalesces one summary
-// per target every couple of seconds, so no page is refetched per event. After a gap in the
-// event sequence, or while the socket is down, bars are backfilled from the REST API.
+// the "target.progress" event's own data (through live.js, the console's one live module):
+// the publisher already coalesces one summary per target a second, so no page is refetched
+// per event. When events were missed (a gap, a reconnect) bars are backfilled from the REST API.
 (function () {
   var SEGMENTS = ["applied", "failed", "pending", "held"];
-  var BACKFILL_LIMIT = 50, STALE_POLL_MS = 30000;
+  var BACKFILL_LIMIT = 50;
   var labelsEl = document.getElementById("nc-state-labels");
   var stateLabels = labelsEl ? JSON.parse(labelsEl.textContent) : {};
 
@@ -38,6 +38,7 @@
       within(id, '[data-count="' + name + '"]').forEach(function (el) { el.textContent = p[name]; });
     });
     within(id, ".nc-progress").forEach(function (bar) { renderBar(bar, p); });
+    within(id, "[data-nc-delivery]").forEach(function (el) { el.hidden = p.delivery !== "pending"; });
     within(id, '[data-nc-field="revision"]').forEach(function (el) { el.textContent = p.revision; });
     within(id, '[data-nc-field="hash"]').forEach(function (el) { el.textContent = p.hash; });
     within(id, '[data-nc-field="message"]').forEach(function (el) { el.textContent = p.message || "—"; });
@@ -65,20 +66,12 @@
     });
   }
 
-  document.addEventListener("meridian:event", function (e) {
-    if (e.detail.event === "nodeconfig.progress") update(e.detail.data);
-  });
-  document.addEventListener("meridian:gap", function (e) {
-    if (/^nodeconfig/.test(e.detail.topic)) backfill();
-  });
-  if (targetIds().length) {
-    setInterval(function () { if (document.body.dataset.live !== "1") backfill(); }, STALE_POLL_MS);
+  var live = window.Meridian && window.Meridian.live;
+  if (live) {
+    live.on("target.progress", update);
+    // Missed events (a gap, a reconnect, a Redis restart): re-read the bars over REST.
+    live.onBackfill(function (topic) { if (!topic || /^nodeconfig/.test(topic)) backfill(); });
   }
-
-  // Pages whose body does not subscribe (the overview) name extra topics on their bars.
-  document.querySelectorAll("[data-live-topic]").forEach(function (el) {
-    if (window.meridianLive) window.meridianLive.subscribe(el.dataset.liveTopic);
-  });
 
   // data-show-when="name:value1,value2": shown only while the form's radio `name` has one of
   // the values. Without JavaScript everything stays visible and the server ignores the rest.

@@ -1,21 +1,27 @@
 "use strict";
-// Overview: live worker/job counters and the event feed.
-document.addEventListener("meridian:event", function (e) {
-  var ev = e.detail, feed = document.getElementById("event-feed");
-  if (ev.event === "system.status") {
-    document.getElementById("stat-workers").textContent = ev.data.workers.length;
-    document.getElementById("stat-jobs-running").textContent = ev.data.jobs_running;
-  }
-  if (ev.event === "fleet.summary") {
-    var d = ev.data;
-    document.getElementById("stat-clusters").textContent = d.ready_clusters + "/" + d.clusters;
-    document.getElementById("stat-nodes").textContent = d.ready_nodes + "/" + d.nodes;
-    document.getElementById("stat-cores").textContent = d.cores;
-    document.getElementById("stat-cpu-level").textContent = d.cpu_level + "%";
-  }
-  var li = document.createElement("li");
-  li.textContent = new Date(ev.time * 1000).toLocaleTimeString() + "  " + ev.topic + " #" + ev.seq + "  " + ev.event;
-  if (feed.firstElementChild && feed.firstElementChild.classList.contains("muted")) feed.innerHTML = "";
-  feed.prepend(li);
-  while (feed.children.length > 50) feed.lastElementChild.remove();
-});
+// Overview: live worker/job counters and the feed of what happens (through live.js).
+(function () {
+  var live = window.Meridian && window.Meridian.live;
+  if (!live) return;
+  function setText(id, text) { var el = document.getElementById(id); if (el) el.textContent = text; }
+
+  live.on("system.status", function (d) {  // a heartbeat, not something that happened: not in the feed
+    setText("stat-workers", d.workers);
+    setText("stat-jobs-running", d.jobs_running);
+  });
+  live.on("fleet.summary", function (d) {
+    setText("stat-clusters", d.ready_clusters + "/" + d.clusters);
+    setText("stat-nodes", d.ready_nodes + "/" + d.nodes);
+    setText("stat-cores", d.cores);
+    setText("stat-cpu-level", d.cpu_level + "%");
+  });
+  live.on("*", function (d, ev) {
+    var feed = document.getElementById("event-feed");
+    if (!feed || ev.event === "system.status" || ev.event === "fleet.summary") return;
+    var li = document.createElement("li");
+    li.textContent = new Date(ev.time * 1000).toLocaleTimeString() + "  " + ev.topic + " #" + ev.seq + "  " + ev.event;
+    if (feed.firstElementChild && feed.firstElementChild.classList.contains("muted")) feed.replaceChildren();
+    feed.prepend(li);
+    while (feed.children.length > 50) feed.lastElementChild.remove();
+  });
+})();

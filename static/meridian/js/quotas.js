@@ -217,13 +217,11 @@
     note.hidden = false;
   }
 
-  document.addEventListener("meridian:event", function (e) {
-    var ev = e.detail;
-    if (ev.event !== "quotas.cash_exhausted" && ev.event !== "quotas.cash_replenished") return;
-    feedLine(ev);
-    countExhausted(ev);
-    groupNote(ev);
-  });
+  function onCash(data, ev) { feedLine(ev); countExhausted(ev); groupNote(ev); }
+  if (window.Meridian && window.Meridian.live) {
+    window.Meridian.live.on("quotas.cash_exhausted", onCash);
+    window.Meridian.live.on("quotas.cash_replenished", onCash);
+  }
 
   // ------------------------------------------------------------------ cash burn-down
 

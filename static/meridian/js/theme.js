@@ -1,11 +1,29 @@
 "use strict";
 // Light/dark theme: the saved choice, else the system preference. Loaded in <head> to avoid a flash.
+// Also the language picker: it switches on a pick with the mouse, or on Enter / leaving the
+// field after choosing with the keyboard — never while arrowing through the languages.
+// (Pages carry no inline handlers: the Content-Security-Policy allows scripts from files only.)
 (function () {
   var saved = null;
   try { saved = localStorage.getItem("meridian-theme"); } catch (e) { /* storage disabled */ }
   var prefersDark = window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches;
   document.documentElement.dataset.theme = saved || (prefersDark ? "dark" : "light");
+  function languagePicker() {
+    var select = document.getElementById("language");
+    if (!select) return;
+    var initial = select.value, byKeyboard = false;
+    function submitIfChanged() { if (select.value !== initial) select.form.submit(); }
+    select.addEventListener("keydown", function (e) {
+      if (e.key === "Enter") { e.preventDefault(); submitIfChanged(); }
+      else byKeyboard = true;
+    });
+    select.addEventListener("change", function () { if (!byKeyboard) submitIfChanged(); });
+    select.addEventListener("blur", function () { if (byKeyboard) submitIfChanged(); byKeyboard = false; });
+    select.addEventListener("mousedown", function () { byKeyboard = false; });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    languagePicker();
     var button = document.getElementById("theme-toggle");
     if (!button) return;
     button.addEventListener("click", function () {

@@ -1,0 +1,136 @@
+"""The one task base: every background task leaves a Job row and survives transient faults.
+
+``MeridianTask`` (the Celery app's default task class) wraps each run:
+
+- the Job: the one ``core.jobs.enqueue`` wrote (``job_id`` in the message), or a new one
+  for work that beat or another task sent; a delivery that must not run (job finished,
+  canceled, or running on a live worker) is dropped;
+- transient faults — Redis, the broker, the database, and any error whose ``transient``
+  attribute is true (a member cluster that did not answer) — are retried with capped
+  exponential backoff and jitter; the job goes back to pending meanwhile, nothing is lost;
+- ``LockBusy`` (``core.locks``): the same work runs elsewhere; ``on_busy = "retry"`` comes
+  back in a few seconds, ``"skip"`` (periodic passes) ends the run as done.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from typing import Any, ClassVar
+
+from celery import Task
+from celery.exceptions import Ignore, Reject, Retry
+from django.db import InterfaceError as DjangoInterfaceError
+from django.db import OperationalError as DjangoOperationalError
+from kombu.exceptions import OperationalError as KombuOperationalError
+from redis.exceptions import BusyLoadingError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from . import jobs
+from .locks import LockBusy
+
+logger = logging.getLogger(__name__)
+
+
+def _psycopg_errors() -> tuple[type[BaseException], ...]:
+    try:
+        import psycopg
+    except ImportError:  # SQLite-only installs
+        return ()
+    return (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+#: Faults of the infrastructure, not of the work: worth retrying as they are.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    ConnectionError, TimeoutError, RedisConnectionError, RedisTimeoutError, BusyLoadingError, KombuOperationalError,
+    DjangoOperationalError, DjangoInterfaceError, sqlite3.OperationalError, *_psycopg_errors(),
+)
+BUSY_COUNTDOWN = 3.0
+
+
+class MeridianTask(Task):
+    """Default task class of Meridian's Celery app (``config.celery``)."""
+
+    #: Extra exception types this task treats as transient (e.g. an unreachable member cluster).
+    transient_errors: ClassVar[tuple[type[BaseException], ...]] = ()
+    #: What a busy lock means: "retry" (the work is wanted: do it after the running one) or
+    #: "skip" (a periodic pass: the running one does it).
+    on_busy: ClassVar[str] = "retry"
+    max_retries = 50
+    retry_backoff_max = 60
+    #: Record a Job for every run.
+    track = True
+    #: The outbox adds ``job_id`` to the call (popped before the task runs), so Celery's
+    #: send-time check of the arguments against the task's signature would refuse it.
+    typing = False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        job_id = kwargs.pop("job_id", None)
+        if not self.track:
+            return self._run(args, kwargs, None)
+        request = self.request
+        job = jobs.start(job_id, task_name=self.name, task_id=request.id or "", args=args, kwargs=kwargs,
+                         hostname=request.hostname, triggered_by="system:beat" if _from_beat(request) else None)
+        if job is None:
+            return None
+        if job_id is None and isinstance(request.kwargs, dict):
+            request.kwargs["job_id"] = job.pk  # a retry of this delivery keeps its job
+        with jobs.bound(job):
+            try:
+                result = self._run(args, kwargs, job)
+            except Retry as exc:
+                jobs.retrying(job, exc.exc, countdown=_countdown(exc))
+                raise
+            except jobs.JobCanceled:
+                return None
+            except (Ignore, Reject):
+                jobs.succeed(job, {"ignored": True})
+                raise
+            except BaseException as exc:
+                jobs.fail(job, exc)
+                raise
+            jobs.succeed(job, result)
+            return result
+
+    def _run(self, args: tuple, kwargs: dict, job: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except LockBusy as exc:
+            if self.on_busy == "skip" or self.request.called_directly:
+                logger.info("%s: %s; skipped", self.name, exc)
+                return {"skipped": str(exc)}
+            raise self.retry(exc=exc, countdown=BUSY_COUNTDOWN, max_retries=None) from exc
+        except Retry:
+            raise
+        except Exception as exc:
+            if self.request.called_directly or not self.is_transient(exc):
+                raise
+            retries = self.request.retries
+            if self.max_retries is not None and retries >= self.max_retries:
+                raise
+            countdown = min(self.retry_backoff_max, 2 ** min(retries, 10))
+            logger.warning("%s: transient fault (%s: %s); retry %s in %s s", self.name, type(exc).__name__, exc,
+                           retries + 1, countdown)
+            raise self.retry(exc=exc, countdown=_jitter(countdown)) from exc
+
+
+    def is_transient(self, exc: BaseException) -> bool:
+        """Worth retrying as it is: an infrastructure fault, or an error that says so (``transient``)."""
+        return isinstance(exc, (*TRANSIENT_ERRORS, *self.transient_errors)) or bool(getattr(exc, "transient", False))
+
+
+def _from_beat(request: Any) -> bool:
+    headers = getattr(request, "headers", None) or {}
+    return bool(headers.get("celery_beat_task")) if isinstance(headers, dict) else False
+
+
+def _countdown(exc: Retry) -> float | None:
+    when = getattr(exc, "when", None)
+    return float(when) if isinstance(when, (int, float)) else None
+
+
+def _jitter(countdown: float) -> float:
+    import random
+
+    return countdown * (0.5 + random.random() / 2)

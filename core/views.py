@@ -1,0 +1,187 @@
+"""Page bases every app shares: permission checks through ``core.permissions``, and the one
+verb view (a POST that changes one object through a service, answering a refusal on the form).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.mixins import AccessMixin
+from django.core.exceptions import PermissionDenied
+from django.db.models import Model
+from django.http import HttpResponse
+from django.shortcuts import redirect
+
+from . import concurrency
+from .errors import Refused
+from .forms import add_refusal
+from .permissions import may, may_any_or_role
+
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
+class PermissionMixin(AccessMixin):
+    """Reading a page needs ``view`` on ``model`` (by role, or on some objects through a
+    constraint); a POST needs ``action`` (``add``/``change``/``delete`` or a verb). Object pages
+    check the object itself in ``get_object``."""
+
+    model: type[Model]
+    #: What a POST does (a verb view sets its verb); None: the page is read-only.
+    action: str | None = None
+    #: Another model whose view permission the page needs instead (pages about several models).
+    permission_model: type[Model] | None = None
+
+    def dispatch(self, request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            return self.handle_no_permission()
+        model = self.permission_model or self.model
+        if not may_any_or_role(request.user, "view", model):
+            raise PermissionDenied
+        if request.method not in SAFE_METHODS and not self.action:
+            raise PermissionDenied
+        if request.method not in SAFE_METHODS and not may_any_or_role(request.user, self.action, model):
+            raise PermissionDenied
+        return super().dispatch(request, *args, **kwargs)
+
+    def get_object(self, queryset=None) -> Model:
+        obj = super().get_object(queryset)  # type: ignore[misc]
+        if not may(self.request.user, "view", obj):
+            raise PermissionDenied
+        if self.request.method not in SAFE_METHODS and self.action and not may(self.request.user, self.action, obj):
+            raise PermissionDenied
+        return obj
+
+    def can(self, action: str, obj: Model | None = None) -> bool:
+        """For templates and ``write_forms``: may the user do ``action`` (on ``obj``)?"""
+        return may(self.request.user, action, obj if obj is not None else (self.permission_model or self.model))
+
+
+class VerbViewMixin:
+    """A POST-only write on one object, mixed into the object's detail view.
+
+    Subclasses set ``action`` (the permission verb), ``form_class``, ``prefix`` and ``form_key``
+    (where the detail template shows the form) and implement ``perform(obj, form)``, which
+    calls a service and returns a redirect URL or response (None: back to the object). A
+    refusal — a rule, or a stale ``version`` when the form carries one — re-renders the
+    detail page with the bound form saying why: nothing typed is lost, nothing is a 500.
+    """
+
+    http_method_names = ["post"]
+    form_class: type | None = None
+    prefix = ""
+    form_key = ""
+
+    def make_form(self, obj: Model):
+        return self.form_class(self.request.POST, prefix=self.prefix)  # type: ignore[misc]
+
+    def perform(self, obj: Model, form) -> str | HttpResponse | None:
+        raise NotImplementedError
+
+    def success_url(self, obj: Model) -> str:
+        return obj.get_absolute_url()  # type: ignore[attr-defined]
+
+    def post(self, request, *args, **kwargs):
+        self.object = obj = self.get_object()  # type: ignore[attr-defined]
+        form = self.make_form(obj)
+        if form.is_valid():
+            version = form.cleaned_data.get("version") if hasattr(form, "cleaned_data") else None
+            try:
+                with concurrency.expecting(obj, version or None):
+                    if version:
+                        concurrency.check(obj)  # early: the service checks again under its row lock
+                    outcome = self.perform(obj, form)
+            except Refused as exc:
+                add_refusal(form, exc)
+            else:
+                if isinstance(outcome, HttpResponse):
+                    return outcome
+                return redirect(outcome or self.success_url(obj))
+        return self.render_to_response(self.get_context_data(**{self.form_key: form}))  # type: ignore[attr-defined]
+
+
+
+def login_locked_out(request, response=None, credentials=None, *args: Any, **kwargs: Any) -> HttpResponse:
+    """django-axes' lockout answer: the login page again, saying why, with status 429 (the
+    API's one error body for the token endpoint)."""
+    from django.contrib.auth.forms import AuthenticationForm
+    from django.http import JsonResponse
+    from django.shortcuts import render
+    from django.utils.translation import gettext as _
+
+    from .errors import error_body
+
+    if request.path.startswith("/api/"):
+        detail = _("Too many failed logins for this user from this address; try again later.")
+        return JsonResponse(error_body("throttled", detail), status=429)
+
+    form = AuthenticationForm(request, initial={"username": (credentials or {}).get("username", "")})
+    return render(request, "registration/login.html", {"form": form, "locked_out": True, "next": request.GET.get("next", "")},
+                  status=429)
+
+
+def server_error(request, *args: Any, **kwargs: Any) -> HttpResponse:
+    """The 500 handler: a database that is down or refusing connections is a 503 (retry), a
+    value it cannot represent (``DataError``, e.g. a filter's time zone offset) a 400, with
+    the API's one error body for API callers and a styled page for people; anything else is
+    a 500 that says an error was logged. Never a traceback."""
+    import sys
+
+    from django.db import DatabaseError, DataError
+    from django.http import JsonResponse
+    from django.template import loader
+    from django.utils.translation import gettext as _
+
+    from .errors import error_body
+
+    exc = sys.exc_info()[1]
+    out_of_range = isinstance(exc, DataError)
+    unavailable = isinstance(exc, DatabaseError) and not out_of_range
+    status = 400 if out_of_range else 503 if unavailable else 500
+    detail = (_("A value in the request is out of the range the database can store (a number or a time zone offset).")
+              if out_of_range else _("The database is unavailable; retry in a moment.") if unavailable
+              else _("Something went wrong on our side; the error was logged."))
+    code = "out_of_range" if out_of_range else "unavailable" if unavailable else "server_error"
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body(code, detail), status=status)
+    try:
+        html = loader.render_to_string("error.html", {"status": status, "detail": detail})
+    except Exception:  # the template layer itself may need what is down
+        html = f"<!DOCTYPE html><title>{status}</title><h1>{status}</h1><p>{detail}</p>"
+    response = HttpResponse(html, status=status)
+    if unavailable:
+        response["Retry-After"] = "5"
+    return response
+
+
+def not_found(request, exception: Exception | None = None) -> HttpResponse:
+    """A styled 404 (the one error body for API callers)."""
+    from django.utils.translation import gettext as _
+
+    return _error_answer(request, 404, "not_found", _("There is nothing at this address."))
+
+
+def bad_request(request, exception: Exception | None = None) -> HttpResponse:
+    """A request Django refuses before any view runs (too many form fields, a body over
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE``, a disallowed host): 400 with the one error body."""
+    from django.utils.translation import gettext as _
+
+    return _error_answer(request, 400, "bad_request",
+                         _("The request could not be read (too large, too many fields, or malformed)."))
+
+
+def permission_denied(request, exception: Exception | None = None) -> HttpResponse:
+    """A styled 403 for pages (the one error body for API callers outside DRF's views)."""
+    from django.utils.translation import gettext as _
+
+    return _error_answer(request, 403, "permission_denied", _("You do not have permission to do this."))
+
+
+def _error_answer(request, status: int, code: str, detail: str) -> HttpResponse:
+    from django.http import JsonResponse
+    from django.shortcuts import render
+
+    from .errors import error_body
+
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body(code, detail), status=status)
+    return render(request, "error.html", {"status": status, "detail": detail}, status=status)

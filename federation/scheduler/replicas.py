@@ -1,0 +1,138 @@
+"""Replicas plugins (Divide mode): ``ClusterCapacityWeight`` splits the replica count with the
+Spread planner, by static placement weights or water-level weights, within each cluster's
+min/max and estimated capacity."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from federation.planner import ClusterPreference, plan
+from federation.weights import GPU_RESOURCE, dynamic_weights
+
+from .context import _Context
+from .resources import _whole_units
+from .taints import _first_untolerated
+from .types import CLUSTER_CAPACITY_WEIGHT, CPU, NO_SCHEDULE, ClusterInfo, Placement
+
+
+@dataclass
+class _ReplicaPlan:
+    replicas: dict[str, int]
+    weights: dict[str, int]
+    source: str
+    estimated_capacity: dict[str, int]
+    overflow: dict[str, int]
+    capped: dict[str, str]
+
+
+def _scheduling_weights(ctx: _Context, clusters: Sequence[ClusterInfo]) -> tuple[dict[str, int], str]:
+    """Static placement weights, else water-level weights, else equal (upstream rsp)."""
+    static = {name: p.weight for name, p in ctx.placements.items() if p.weight is not None}
+    if static:
+        return {c.name: int(static.get(c.name, 0)) for c in clusters}, "static"
+    if not ctx.profile.dynamic_weights:
+        return {c.name: 1 for c in clusters}, "equal"
+    resource = GPU_RESOURCE if GPU_RESOURCE in ctx.request else CPU
+    rows = []
+    for c in clusters:
+        if resource == CPU:
+            alloc = {CPU: _whole_units(c.allocatable[CPU])} if CPU in c.allocatable else {}
+            avail = {CPU: _whole_units(c.available[CPU])} if CPU in c.available else {}
+        else:
+            alloc = {resource: c.allocatable[resource]} if resource in c.allocatable else {}
+            avail = {resource: c.available[resource]} if resource in c.available else {}
+        rows.append((c.name, alloc, avail))
+    return dynamic_weights(rows, resource=resource), "dynamic"
+
+
+def _estimated_capacity(ctx: _Context, cluster: ClusterInfo, current: int) -> int | None:
+    """Replicas the cluster could run: today's plus what its free resources hold."""
+    room = None
+    for resource, wanted in ctx.request.items():
+        if wanted > 0:
+            fits = max(cluster.available.get(resource, 0), 0) // wanted
+            room = fits if room is None else min(room, fits)
+    return None if room is None else current + room
+
+
+@dataclass
+class _ReplicaInputs:
+    """The replicas phase's inputs that do not depend on where the unit runs today.
+
+    They depend on the chosen clusters (in order), the placements, the
+    tolerations, the request and the profile only, so a batch reschedule
+    can share them between units (see :class:`ClusterSnapshot`).
+    ``held`` lists the clusters that may keep but not grow what they run
+    (untolerated ``NoSchedule`` taint, cordoned), with the reason and their
+    preference before that cap; ``rooms`` is how many more replicas each
+    cluster's free resources hold (estimated capacity = current + room).
+    """
+
+    names: list[str]
+    weights: dict[str, int]
+    source: str
+    preferences: dict[str, ClusterPreference]
+    held: list[tuple[str, str, ClusterPreference]]
+    rooms: dict[str, int]
+
+
+def _replica_inputs(ctx: _Context, clusters: Sequence[ClusterInfo]) -> _ReplicaInputs:
+    weights, source = _scheduling_weights(ctx, clusters)
+    preferences: dict[str, ClusterPreference] = {}
+    held: list[tuple[str, str, ClusterPreference]] = []
+    rooms: dict[str, int] = {}
+    for cluster in clusters:
+        placement = ctx.placements.get(cluster.name, Placement())
+        preference = ClusterPreference(
+            weight=max(int(weights.get(cluster.name, 0)), 0),
+            min_replicas=placement.min_replicas,
+            max_replicas=placement.max_replicas,
+        )
+        preferences[cluster.name] = preference
+        if _first_untolerated(cluster.taints, ctx.tolerations, (NO_SCHEDULE,)) is not None:
+            held.append((cluster.name, "untolerated NoSchedule taint", preference))
+        elif cluster.cordoned:
+            held.append((cluster.name, "cordoned", preference))
+        if ctx.profile.estimate_capacity:
+            room = _estimated_capacity(ctx, cluster, 0)
+            if room is not None:
+                rooms[cluster.name] = room
+    return _ReplicaInputs([c.name for c in clusters], weights, source, preferences, held, rooms)
+
+
+def _plan_replicas(ctx: _Context, inputs: _ReplicaInputs) -> _ReplicaPlan:
+    """Apply today's replicas to the shared inputs (caps of held clusters, capacities) and plan."""
+    total = ctx.desired
+    current = {name: (total if replicas is None else replicas) for name, replicas in ctx.current.items()}
+    preferences = inputs.preferences
+    capped: dict[str, str] = {}
+    if inputs.held:
+        preferences = dict(preferences)
+        for name, why, preference in inputs.held:
+            have = current.get(name, 0)
+            ceiling = preference.max_replicas
+            if ceiling is None or have < ceiling:
+                ceiling = have
+            capped[name] = f"{why}: no new replicas, at most the {have} it runs"
+            preferences[name] = ClusterPreference(preference.weight, preference.min_replicas, ceiling)
+    estimates = dict(inputs.rooms)
+    for name, have in current.items():
+        room = inputs.rooms.get(name)
+        if room is not None:
+            estimates[name] = have + room
+    planned, overflow = plan(
+        preferences, total, inputs.names, current, estimates, {},
+        key=ctx.unit.key, avoid_migration=ctx.unit.avoid_migration,
+    )
+    return _ReplicaPlan(planned, inputs.weights, inputs.source, estimates, overflow, capped)
+
+
+def replicas_cluster_capacity_weight(ctx: _Context, clusters: Sequence[ClusterInfo]) -> _ReplicaPlan:
+    """Upstream ``ClusterCapacityWeight``: weights + min/max + capacity into the Spread planner."""
+    return _plan_replicas(ctx, _replica_inputs(ctx, clusters))
+
+
+ReplicasPlugin = Callable[[_Context, Sequence[ClusterInfo]], _ReplicaPlan]
+
+REPLICAS_PLUGINS: dict[str, ReplicasPlugin] = {CLUSTER_CAPACITY_WEIGHT: replicas_cluster_capacity_weight}

@@ -1,0 +1,54 @@
+"""What every machine endpoint of a member cluster shares: node agents' and API servers'
+bearer tokens, the one error body, and entity tags.
+
+Machines are not users: they send ``Authorization: Bearer <token>`` with a token issued to
+their cluster (``fleet.tokens``), and get the REST API's error body
+(``{"code", "detail", "errors"}``) with ``WWW-Authenticate`` on a 401.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from core.errors import error_body
+
+from .tokens import token_cluster
+
+
+def bearer(authorization: str) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header value ("" for anything else)."""
+    scheme, _, raw = authorization.partition(" ")
+    return raw.strip() if scheme.lower() == "bearer" else ""
+
+
+def authorize_agent(request: HttpRequest, cluster: str) -> HttpResponse | None:
+    """None when the bearer token is an agent token of ``cluster``; else the refusal."""
+    raw = bearer(request.headers.get("Authorization", ""))
+    if not raw:
+        return problem(401, "unauthenticated", "Send Authorization: Bearer <agent token>.")
+    owner = token_cluster(raw, "agent")
+    if owner is None:
+        return problem(401, "unauthenticated", "The agent token is unknown, expired or revoked.")
+    if owner[1] != cluster:
+        return problem(403, "forbidden", "This agent token belongs to another cluster.")
+    return None
+
+
+def problem(status: int, code: str, detail: str, errors: dict | None = None) -> JsonResponse:
+    response = JsonResponse(error_body(code, detail, errors), status=status)
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="meridian-agent"'
+    return response
+
+
+def not_modified(etag: str) -> HttpResponse:
+    response = HttpResponse(status=304)
+    response["ETag"] = etag
+    return response
+
+
+def if_none_match(request: HttpRequest) -> set[str]:
+    """The entity tags of the request's If-None-Match (weak ones compared weakly, RFC 9110)."""
+    header = request.headers.get("If-None-Match", "")
+    tags = {part.strip() for part in header.split(",") if part.strip()}
+    return {t[2:] if t.startswith("W/") else t for t in tags}

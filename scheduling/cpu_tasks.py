@@ -1,0 +1,52 @@
+"""Background work of CPU co-location: deliver annotations, reconcile nodes from them.
+
+* ``scheduling.cpu_deliver(node_cpu_id)``: write the node's ``cpu-sharepool`` and its pods'
+  ``alloc-status`` / ``custom-cgroup-info`` / ... from the committed rows (``core.jobs.enqueue``
+  sends it after the change commits and re-sends it until it has run; transient connector
+  faults are retried by ``core.taskbase.MeridianTask``).
+* ``scheduling.cpu_reconcile_cluster(cluster_name)``: rebuild every CPU node of the cluster from
+  its pods' annotations, release what leaked, adopt what was annotated elsewhere, report
+  conflicts (after each inventory sync that changed nodes or workloads, and periodically).
+* ``scheduling.cpu_reconcile_all()``: periodic (beat, ``MERIDIAN_CPU_RECONCILE_SECONDS``): one
+  reconcile job per cluster that has CPU nodes; catches pods deleted between syncs.
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from core.context import acting_as
+from core.locks import hold
+from django.db.models import Q
+
+from fleet.models import Cluster, Node
+
+from . import cpu_services
+from .models import NodeCPU
+
+
+
+@shared_task(name="scheduling.cpu_deliver", ignore_result=True)
+def cpu_deliver(node_cpu_id: int) -> dict | None:
+    with acting_as("system:cpu-delivery"):
+        report = cpu_services.deliver(node_cpu_id)
+    return report.as_dict() if report is not None else None
+
+
+@shared_task(name="scheduling.cpu_reconcile_cluster", ignore_result=True, on_busy="skip")
+def cpu_reconcile_cluster(cluster_name: str) -> dict | None:
+    cluster = Cluster.objects.filter(name=cluster_name).first()
+    if cluster is None:
+        return None
+    with hold(f"scheduling-cpu-reconcile/{cluster_name}"), acting_as("system:cpu-reconciler"):
+        return cpu_services.reconcile_cluster(cluster).as_dict()
+
+
+@shared_task(name="scheduling.cpu_reconcile_all", ignore_result=True)
+def cpu_reconcile_all() -> dict:
+    with_topology = Node.objects.filter(cpu_topology__isnull=False).values("cluster_id")
+    names = list(Cluster.objects.filter(Q(pk__in=NodeCPU.objects.values("cluster_id")) | Q(pk__in=with_topology))
+                 .values_list("name", flat=True))
+    for name in names:
+        cpu_reconcile_cluster.delay(name)
+    return {"clusters": len(names)}

@@ -1,0 +1,619 @@
+"""A placement engine: kube-scheduler's scheduling cycle over a ``ClusterState`` that it updates.
+
+``Scheduler.schedule(pod)`` runs one cycle the way kube-scheduler's ``schedulePod`` does:
+
+1. PreFilter of every filter plugin (a rejection ends the cycle: "0/N nodes are available: <msg>.",
+   a Skip drops the plugin for this pod, NodeAffinity's ``metadata.name`` terms narrow the nodes);
+2. Filter, node by node starting where the previous cycle stopped, until
+   ``numFeasibleNodesToFind`` nodes passed (``percentageOfNodesToScore``: 0 means upstream's
+   adaptive ``max(5, 50 - n/125)`` percent, never fewer than 100 nodes); a node fails on the first
+   plugin that rejects it, as ``RunFilterPlugins`` stops there;
+3. PreScore/Score/NormalizeScore of every score plugin over the feasible nodes, summed with the
+   plugin weights (a single feasible node is taken without scoring, as upstream does);
+4. the highest total wins, then the pod is *assumed*: its requests, pod count and inter-pod
+   affinity aggregates are added to the cluster state so the next pod sees them.
+
+The per-node checks and scorers are the very closures the contract functions
+(``framework.filter_nodes``/``score_nodes``) call, so verdicts and scores cannot drift; the engine
+only adds the loop, the sampling, the weighted sum and the bookkeeping.  Caches for node
+selectors and taints live on the cluster, keyed per pod shape, so replicas of one workload
+evaluate them once per node.
+
+Deliberate differences from kube-scheduler:
+
+* ties: upstream picks uniformly at random among the best nodes; here the first of them in scan
+  order wins.  The scan starts where the previous cycle stopped, so equal nodes still take turns,
+  and a run is reproducible;
+* node order is the order of the ``nodes`` given (upstream interleaves zones in its node tree);
+* no preemption, no binding cycle, no nominated pods, no extenders; the failure message is
+  ``FitError.Error()`` without the preemption suffix ("0/N nodes are available: 3 Insufficient
+  cpu, 2 node(s) had untolerated taint {k: v}." with reasons counted and sorted as strings).
+"""
+
+from __future__ import annotations
+
+import copy
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduling.cluster import ClusterState, NodeInfo, PodInfo
+from scheduling.framework import PLUGINS, make_plugin
+from scheduling.plugins.base import Plugin
+from scheduling.status import SKIP, UNRESOLVABLE, ArgsError, FieldError, FilterResult, Status, child, index
+
+__all__ = [
+    "DEFAULT_FILTERS",
+    "DEFAULT_SCORES",
+    "Placement",
+    "PluginSpec",
+    "Policy",
+    "Scheduler",
+    "Snapshot",
+    "fit_error_message",
+    "num_feasible_nodes_to_find",
+]
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+NO_NODES = "no nodes available to schedule pods"
+
+
+@dataclass(frozen=True, slots=True)
+class PluginSpec:
+    """One enabled plugin: its registered name, score weight (0 means 1, as upstream) and args."""
+
+    name: str
+    weight: int = 1
+    args: Mapping[str, Any] | None = None
+
+
+# upstream's v1 default profile, restricted to the plugins implemented here, in upstream order
+DEFAULT_FILTERS = (PluginSpec("TaintToleration"), PluginSpec("NodeAffinity"), PluginSpec("NodeResourcesFit"), PluginSpec("InterPodAffinity"))
+DEFAULT_SCORES = (
+    PluginSpec("TaintToleration", 3),
+    PluginSpec("NodeAffinity", 2),
+    PluginSpec("NodeResourcesFit", 1),
+    PluginSpec("InterPodAffinity", 2),
+    PluginSpec("NodeResourcesBalancedAllocation", 1),
+)
+
+
+def _check_specs(specs: Sequence[PluginSpec], path: str, point: str) -> list[FieldError | str]:
+    errors: list[FieldError | str] = []
+    for i, spec in enumerate(specs):
+        p = index(path, i)
+        cls = PLUGINS.get(spec.name)
+        if cls is None:
+            errors.append(FieldError.not_supported(child(p, "name"), spec.name, sorted(PLUGINS)))
+            continue
+        if not (cls.has_filter if point == "filter" else cls.has_score):
+            errors.append(FieldError.invalid(child(p, "name"), spec.name, f"plugin has no {point} extension point"))
+        if isinstance(spec.weight, bool) or not isinstance(spec.weight, int) or spec.weight < 0:
+            errors.append(FieldError.invalid(child(p, "weight"), spec.weight, "must be a non-negative integer"))
+        try:
+            cls(spec.args)
+        except ArgsError as exc:
+            errors += [f"{child(p, 'args')}.{m}" for m in exc.messages]
+        except ValueError as exc:
+            errors.append(f"{child(p, 'args')}: {exc}")
+    return errors
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Which plugins filter and score, with weights and args (a KubeSchedulerConfiguration profile).
+
+    Construct directly, use ``Policy.default()`` (upstream's defaults restricted to the plugins
+    here), or ``Policy.from_config(dict)`` for the configuration-file shape.  Invalid policies raise
+    ``ArgsError`` (a ``ValueError``) naming the field.
+    """
+
+    filters: tuple[PluginSpec, ...] = DEFAULT_FILTERS
+    scores: tuple[PluginSpec, ...] = DEFAULT_SCORES
+    percentage_of_nodes_to_score: int = 0
+    name: str = "default-scheduler"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "filters", tuple(self.filters))
+        object.__setattr__(self, "scores", tuple(self.scores))
+        errors = _check_specs(self.filters, "filters", "filter") + _check_specs(self.scores, "scores", "score")
+        pct = self.percentage_of_nodes_to_score
+        if isinstance(pct, bool) or not isinstance(pct, int) or not 0 <= pct <= 100:
+            errors.append(FieldError.invalid("percentageOfNodesToScore", pct, "not in valid range [0, 100]"))
+        if errors:
+            raise ArgsError(errors)
+
+    @classmethod
+    def default(cls) -> Policy:
+        return cls()
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Policy:
+        """A profile in KubeSchedulerConfiguration casing::
+
+            {"schedulerName": "stack", "percentageOfNodesToScore": 0,
+             "plugins": {"filter": {"enabled": [...], "disabled": [{"name": "*"}]},
+                         "score": {"enabled": [{"name": "NodeResourcesFit", "weight": 2}]}},
+             "pluginConfig": [{"name": "NodeResourcesFit", "args": {...}}]}
+
+        Enabled/disabled lists merge with the defaults as upstream's ``mergePluginSet`` does
+        (a re-enabled default keeps its place with the new weight, ``"*"`` disables every default).
+        """
+        if not isinstance(config, Mapping):
+            raise ArgsError([FieldError.invalid("", type(config).__name__, "policy config must be an object")])
+        errors: list[FieldError | str] = []
+        unknown = [k for k in config if k not in ("schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig")]
+        errors += [f'unknown field "{k}"' for k in unknown]
+        args_by_name = _plugin_config(config.get("pluginConfig"), errors)
+        plugins = config.get("plugins") or {}
+        if not isinstance(plugins, Mapping):
+            errors.append(FieldError.invalid("plugins", type(plugins).__name__, "must be an object"))
+            plugins = {}
+        errors += [f'unknown field "plugins.{k}"' for k in plugins if k not in ("filter", "score")]
+        filters = _merge(DEFAULT_FILTERS, plugins.get("filter"), "plugins.filter", errors, args_by_name)
+        scores = _merge(DEFAULT_SCORES, plugins.get("score"), "plugins.score", errors, args_by_name)
+        pct = config.get("percentageOfNodesToScore", 0)
+        name = config.get("schedulerName", "default-scheduler")
+        if not isinstance(name, str):
+            errors.append(FieldError.invalid("schedulerName", name, "must be a string"))
+        if errors:
+            raise ArgsError(errors)
+        try:
+            return cls(filters, scores, pct, name)
+        except ArgsError as exc:
+            raise ArgsError([_config_path(m) for m in exc.messages]) from None
+
+
+def _config_path(message: str) -> str:
+    """Map a ``filters[i]``/``scores[i]`` error of the built policy to the config's field name."""
+    for prefix, point in (("filters[", "plugins.filter.enabled["), ("scores[", "plugins.score.enabled[")):
+        if message.startswith(prefix):
+            return point + message[len(prefix) :]
+    return message
+
+
+def _plugin_config(raw: Any, errors: list[FieldError | str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if raw is None:
+        return out
+    if not isinstance(raw, list):
+        errors.append(FieldError.invalid("pluginConfig", type(raw).__name__, "must be a list"))
+        return out
+    for i, item in enumerate(raw):
+        p = index("pluginConfig", i)
+        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+            errors.append(FieldError.required(child(p, "name"), "each plugin config needs a name"))
+            continue
+        if item["name"] in out:
+            errors.append(FieldError.duplicate(child(p, "name"), item["name"]))
+        elif item["name"] not in PLUGINS:
+            errors.append(FieldError.not_supported(child(p, "name"), item["name"], sorted(PLUGINS)))
+        else:
+            out[item["name"]] = item.get("args")
+            try:
+                PLUGINS[item["name"]](item.get("args"))
+            except ArgsError as exc:
+                errors += [f"{child(p, 'args')}.{m}" for m in exc.messages]
+            except ValueError as exc:
+                errors.append(f"{child(p, 'args')}: {exc}")
+    return out
+
+
+def _merge(
+    defaults: Sequence[PluginSpec], raw: Any, path: str, errors: list[FieldError | str], args: Mapping[str, Any]
+) -> tuple[PluginSpec, ...]:
+    """``mergePluginSet``: defaults minus disabled, re-enabled defaults replaced in place, then the rest."""
+    if raw is None:
+        return tuple(PluginSpec(d.name, d.weight, args.get(d.name)) for d in defaults)
+    if not isinstance(raw, Mapping):
+        errors.append(FieldError.invalid(path, type(raw).__name__, "must be an object"))
+        return ()
+    errors += [f'unknown field "{path}.{k}"' for k in raw if k not in ("enabled", "disabled")]
+    disabled = {str(d.get("name")) for d in raw.get("disabled") or [] if isinstance(d, Mapping)}
+    enabled: list[PluginSpec] = []
+    for i, item in enumerate(raw.get("enabled") or []):
+        p = index(child(path, "enabled"), i)
+        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+            errors.append(FieldError.required(child(p, "name"), "each enabled plugin needs a name"))
+            continue
+        weight = item.get("weight", 0)
+        enabled.append(PluginSpec(item["name"], weight if weight != 0 else 1, args.get(item["name"])))
+    by_name = {spec.name: spec for spec in enabled}
+    merged: list[PluginSpec] = []
+    replaced: set[str] = set()
+    if "*" not in disabled:
+        for default in defaults:
+            if default.name in disabled:
+                continue
+            custom = by_name.get(default.name)
+            if custom is not None:
+                merged.append(custom)
+                replaced.add(custom.name)
+            else:
+                merged.append(PluginSpec(default.name, default.weight, args.get(default.name)))
+    merged += [spec for spec in enabled if spec.name not in replaced]
+    return tuple(merged)
+
+
+# ------------------------------------------------------------------------ cycle helpers
+
+
+def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
+    """``numFeasibleNodesToFind``: how many feasible nodes to look for before scoring."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    if percentage == 0:
+        percentage = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    found = num_all_nodes * percentage // 100
+    return max(found, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+def fit_error_message(num_all_nodes: int, statuses: Iterable[Status], absent: Status | None = None, absent_count: int = 0) -> str:
+    """``FitError.Error()``: reasons counted over the rejected nodes, "<n> <reason>" sorted as strings."""
+    counts: dict[str, int] = {}
+    for status in statuses:
+        for reason in status.reasons:
+            counts[reason] = counts.get(reason, 0) + 1
+    if absent is not None and absent_count > 0:
+        for reason in absent.reasons:
+            counts[reason] = counts.get(reason, 0) + absent_count
+    message = f"0/{num_all_nodes} nodes are available:"
+    parts = sorted(f"{count} {reason}" for reason, count in counts.items())
+    if parts:
+        message += f" {', '.join(parts)}."
+    return message
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The outcome of one cycle: ``node`` (None when unschedulable), its total ``score``, the
+    kube-scheduler-style ``reasons`` message when unschedulable, and how much work was done."""
+
+    node: str | None
+    score: int | None = None
+    reasons: str = ""
+    feasible: int = 0
+    evaluated: int = 0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Nodes, the pods already placed and the namespaces: the input of a run, never mutated."""
+
+    nodes: Sequence[Mapping[str, Any]]
+    pods: Sequence[Mapping[str, Any]] = ()
+    namespaces: Sequence[Mapping[str, Any]] = ()
+
+
+@dataclass
+class Explanation:
+    """Every node's filter verdict and the feasible nodes' scores, without sampling or assuming."""
+
+    filters: dict[str, FilterResult] = field(default_factory=dict)
+    scores: dict[str, int] = field(default_factory=dict)
+    plugin_scores: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------ the scheduler
+
+
+@dataclass(frozen=True, slots=True)
+class _StaticPass:
+    """Node positions passing the leading static filters, and the first failure of the others."""
+
+    positions: list[int]
+    failures: dict[int, Status]
+
+
+@dataclass(frozen=True, slots=True)
+class _Filters:
+    """One pod's filter phase: dynamic checks, static pre-pass, candidates, PreFilterResult leftovers."""
+
+    checks: list[Any]
+    static: _StaticPass | None
+    nodes: list[NodeInfo]
+    absent: Status | None
+    absent_count: int
+
+
+class Scheduler:
+    """Places pods one by one on a snapshot under a policy, assuming each placement."""
+
+    static_prepass = True  # tests turn it off to check it changes nothing but speed
+    local_cycle = True  # likewise (``_local_cycle``)
+
+    def __init__(self, policy: Policy, nodes: Sequence[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]] = (), namespaces: Iterable[Mapping[str, Any]] = ()) -> None:
+        self.policy = policy
+        self.cluster = ClusterState.build(nodes, pods, namespaces)
+        self.filters: list[Plugin] = [make_plugin(s.name, s.args) for s in policy.filters]
+        self.scorers: list[tuple[Plugin, int]] = [(make_plugin(s.name, s.args), s.weight or 1) for s in policy.scores]
+        self.next_start = 0
+        self.placed: list[tuple[PodInfo, str]] = []
+        self._static_cache: dict[tuple[Any, ...], _StaticPass] = {}
+        self._local_memo: dict[tuple[Any, ...], tuple[list[int], list[bool], list[int]]] = {}
+
+    @classmethod
+    def from_snapshot(cls, policy: Policy, snapshot: Snapshot) -> Scheduler:
+        return cls(policy, snapshot.nodes, snapshot.pods, snapshot.namespaces)
+
+    # -- one cycle ------------------------------------------------------------------------------
+
+    def schedule(self, pod: Mapping[str, Any] | PodInfo) -> Placement:
+        """Filter, score, pick the best node and assume the pod there. A PodInfo may be passed
+        (``PodInfo.sibling`` of an earlier replica) so replicas share their derived values."""
+        info = pod if isinstance(pod, PodInfo) else PodInfo(pod)
+        placement = self._cycle(info)
+        if placement.node is not None:
+            self._assume(info, placement.node)
+        return placement
+
+    def _prefilter(self, info: PodInfo) -> _Filters | str:
+        """PreFilter of every filter plugin: the checks to run, the candidate nodes and the status
+        (and count) of nodes a PreFilterResult left out; or PreFilter's rejection message.
+
+        Checks of the leading *static* plugins (TaintToleration and NodeAffinity in the default
+        order) are folded into one per-pod-shape list of passing node positions, evaluated once
+        and cached; the first failing plugin per node, and so every reason, stays as upstream's.
+        """
+        nodes = self.cluster.nodes
+        static: list[Any] = []
+        static_key: list[Any] = []
+        dynamic: list[Any] = []
+        names: set[str] | None = None
+        narrowing: list[str] = []
+        for plugin in self.filters:
+            outcome = plugin.prefilter(self.cluster, info)
+            if outcome is SKIP:
+                continue
+            if isinstance(outcome, Status):
+                return f"0/{len(nodes)} nodes are available: {', '.join(outcome.reasons)}."
+            if plugin.static_filter and not dynamic and self.static_prepass:
+                static.append(outcome)
+                static_key.append((id(plugin), plugin.filter_signature(info)))
+            else:
+                dynamic.append(outcome)
+            allowed = plugin.node_names(info)
+            if allowed is not None:
+                names = allowed if names is None else names & allowed
+                narrowing.append(plugin.name)
+        if names is not None:
+            candidates = [n for n in nodes if n.name in names]
+            absent = Status.of(UNRESOLVABLE, f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(narrowing))}]")
+            return _Filters(static + dynamic, None, candidates, absent, len(nodes) - len(candidates))
+        passing = self._static_pass(tuple(static_key), static, nodes) if static else None
+        return _Filters(dynamic, passing, nodes, None, 0)
+
+    def _static_pass(self, key: tuple[Any, ...], checks: list[Any], nodes: list[NodeInfo]) -> _StaticPass:
+        found = self._static_cache.get(key)
+        if found is None:
+            positions: list[int] = []
+            failures: dict[int, Status] = {}
+            for pos, node in enumerate(nodes):
+                for check in checks:
+                    status = check(node)
+                    if status is not None:
+                        failures[pos] = status
+                        break
+                else:
+                    positions.append(pos)
+            found = self._static_cache[key] = _StaticPass(positions, failures)
+        return found
+
+    def _cycle(self, info: PodInfo) -> Placement:
+        all_nodes = self.cluster.nodes
+        if not all_nodes:
+            return Placement(None, reasons=NO_NODES)
+        pre = self._prefilter(info)
+        if isinstance(pre, str):
+            return Placement(None, reasons=pre)
+        local = self._local_cycle(info, pre)
+        if local is not None:
+            return local
+        feasible, rejected, processed = self._find_feasible(pre)
+        if not feasible:
+            message = fit_error_message(len(all_nodes), rejected, pre.absent, pre.absent_count)
+            return Placement(None, reasons=message, evaluated=processed)
+        if len(feasible) == 1:
+            return Placement(feasible[0].name, 0, feasible=1, evaluated=processed)
+        totals = self._score(info, feasible)
+        best = 0
+        for i in range(1, len(totals)):
+            if totals[i] > totals[best]:
+                best = i
+        return Placement(feasible[best].name, totals[best], feasible=len(feasible), evaluated=processed)
+
+    def _local_cycle(self, info: PodInfo, pre: _Filters) -> Placement | None:
+        """The cycle when every remaining check and score is node-local (``plugins.base.node_local``)
+        or the same for every node: verdicts and scores are kept per pod shape
+        (``PodInfo.resource_key``) and node, and recomputed only for nodes whose ``version``
+        moved, i.e. the node the last pod went to. Replicas of one template, placed one after
+        another, then cost a scan instead of every plugin on every candidate. Same scan order,
+        sampling, rotation and first-best tie-break as ``_find_feasible`` + ``_score``; None
+        when the pod does not qualify or nothing fits (the full path then gives the reasons).
+        """
+        passing = pre.static
+        if not self.local_cycle or passing is None or pre.absent is not None or not all(getattr(c, "node_local", False) for c in pre.checks):
+            return None
+        if info.has_pod_affinity or _has_preferred_node_affinity(info):
+            return None
+        local: list[tuple[Any, int]] = []
+        constant = 0
+        for plugin, weight in self.scorers:
+            try:
+                scorer = plugin.prescore(self.cluster, info)
+            except ValueError:
+                return None  # the full path raises it, if it gets as far as scoring
+            if scorer is SKIP:
+                continue
+            if hasattr(scorer, "constant"):
+                constant += weight * scorer.constant  # type: ignore[union-attr]
+            elif getattr(scorer, "node_local", False):
+                local.append((getattr(scorer, "one", None) or (lambda node, scorer=scorer: scorer((node,))[0]), weight))
+            else:
+                return None
+        nodes, checks = pre.nodes, pre.checks
+        n = len(nodes)
+        memo = self._local_memo.get(info.resource_key)
+        if memo is None:
+            memo = self._local_memo[info.resource_key] = ([-1] * n, [False] * n, [0] * n)
+        versions, fits, scores = memo
+        want = num_feasible_nodes_to_find(self.policy.percentage_of_nodes_to_score, n)
+        start = self.next_start % n
+        at = bisect_left(passing.positions, start)
+        found = best_score = 0
+        best = last = -1
+        for pos in (passing.positions[at:], passing.positions[:at]):
+            for i in pos:
+                node = nodes[i]
+                if versions[i] != node.version:
+                    versions[i] = node.version
+                    for check in checks:
+                        if check(node) is not None:
+                            fits[i] = False
+                            break
+                    else:
+                        fits[i] = True
+                        total = 0
+                        for one, weight in local:
+                            total += weight * one(node)
+                        scores[i] = total
+                if fits[i]:
+                    found += 1
+                    if best < 0 or scores[i] > best_score:
+                        best, best_score = i, scores[i]
+                    if found == want:
+                        last = i
+                        break
+            if last >= 0:
+                break
+        if found == 0:
+            return None
+        processed = n if last < 0 else (last - start if last >= start else last + n - start) + 1
+        self.next_start = (start + processed) % n
+        score = 0 if found == 1 else best_score + constant
+        return Placement(nodes[best].name, score, feasible=found, evaluated=processed)
+
+    def _find_feasible(self, pre: _Filters) -> tuple[list[NodeInfo], list[Status], int]:
+        """``findNodesThatPassFilters``: scan from ``next_start`` until enough nodes passed.
+
+        Returns the feasible nodes in scan order, the statuses of rejected nodes (complete when
+        none passed, which is when the message needs them) and how many nodes were processed.
+        """
+        nodes, checks, passing = pre.nodes, pre.checks, pre.static
+        n = len(nodes)
+        if n == 0:
+            return [], [], 0
+        want = num_feasible_nodes_to_find(self.policy.percentage_of_nodes_to_score, n)
+        start = self.next_start % n
+        if not checks and passing is None:
+            return [nodes[(start + i) % n] for i in range(want)], [], 0
+        if passing is None:
+            positions: Sequence[int] = range(start, start + n)
+        else:
+            at = bisect_left(passing.positions, start)
+            positions = passing.positions[at:] + [p + n for p in passing.positions[:at]]
+        feasible: list[NodeInfo] = []
+        rejected: list[Status] = []
+        last = -1
+        for pos in positions:
+            node = nodes[pos % n] if pos >= n else nodes[pos]
+            for check in checks:
+                status = check(node)
+                if status is not None:
+                    rejected.append(status)
+                    break
+            else:
+                feasible.append(node)
+                if len(feasible) == want:
+                    last = pos
+                    break
+        if last < 0:
+            processed = n
+            if passing is not None:
+                rejected.extend(passing.failures.values())
+        else:
+            processed = last - start + 1
+        self.next_start = (start + processed) % n
+        return feasible, rejected, processed
+
+    def _score(self, info: PodInfo, feasible: list[NodeInfo]) -> list[int]:
+        totals = [0] * len(feasible)
+        for plugin, weight in self.scorers:
+            scorer = plugin.prescore(self.cluster, info)
+            if scorer is SKIP:
+                continue
+            scores = scorer(feasible)  # type: ignore[operator]
+            totals = [t + s for t, s in zip(totals, scores, strict=True)] if weight == 1 else [t + weight * s for t, s in zip(totals, scores, strict=True)]
+        return totals
+
+    def _assume(self, info: PodInfo, node_name: str) -> None:
+        pod = dict(info.pod)
+        pod["spec"] = {**(info.pod.get("spec") or {}), "nodeName": node_name}
+        assumed = info.sibling(pod)
+        assumed.assumed = True
+        self.cluster.add_pod(assumed, self.cluster.by_name[node_name])
+        self.placed.append((assumed, node_name))
+
+    def assume(self, pod: Mapping[str, Any], node_name: str) -> None:
+        """Record a placement decided elsewhere (e.g. a bind the engine did not choose)."""
+        if node_name not in self.cluster.by_name:
+            raise ValueError(f"unknown node {node_name!r}")
+        self._assume(PodInfo(pod), node_name)
+
+    # -- diagnostics ----------------------------------------------------------------------------
+
+    def explain(self, pod: Mapping[str, Any]) -> Explanation:
+        """All nodes' verdicts (first rejecting plugin in policy order) and the feasible nodes'
+        weighted scores, with no sampling and no assume: what tests and the simulator UI read."""
+        info = PodInfo(pod)
+        result = Explanation()
+        checks: list[Any] = []
+        for plugin in self.filters:
+            outcome = plugin.prefilter(self.cluster, info)
+            if outcome is SKIP:
+                continue
+            if isinstance(outcome, Status):
+                rejected = FilterResult.from_status(outcome)
+                result.filters = {n.name: rejected for n in self.cluster.nodes}
+                return result
+            checks.append(outcome)
+        feasible = []
+        for node in self.cluster.nodes:
+            verdict = next((s for s in (c(node) for c in checks) if s is not None), None)
+            result.filters[node.name] = FilterResult.from_status(verdict)
+            if verdict is None:
+                feasible.append(node)
+        totals = [0] * len(feasible)
+        for plugin, weight in self.scorers:
+            scorer = plugin.prescore(self.cluster, info)
+            scores = [0] * len(feasible) if scorer is SKIP else scorer(feasible)  # type: ignore[operator]
+            result.plugin_scores[plugin.name] = {n.name: s for n, s in zip(feasible, scores, strict=True)}
+            for i, s in enumerate(scores):
+                totals[i] += weight * s
+        result.scores = {n.name: t for n, t in zip(feasible, totals, strict=True)}
+        return result
+
+    def requested(self, node_name: str) -> dict[str, int]:
+        """The node's summed requests now (cpu in millicores), assumed pods included."""
+        node = self.cluster.by_name[node_name]
+        out = {"cpu": node.req_cpu, "memory": node.req_mem, "pods": len(node.pods)}
+        if node.req_eph:
+            out["ephemeral-storage"] = node.req_eph
+        out.update(node.req_scalars)
+        return out
+
+
+def _has_preferred_node_affinity(info: PodInfo) -> bool:
+    spec = info.pod.get("spec") or {}
+    affinity = spec.get("affinity") if isinstance(spec, Mapping) else None
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    return isinstance(node_affinity, Mapping) and node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") is not None
+
+
+def placed_pod(pod: Mapping[str, Any], node_name: str) -> dict[str, Any]:
+    """A copy of ``pod`` bound to ``node_name`` (what an assumed pod looks like as a manifest)."""
+    out = copy.deepcopy(dict(pod))
+    out.setdefault("spec", {})["nodeName"] = node_name
+    return out

@@ -1,0 +1,225 @@
+"""Forms of the scheduling pages (Part A).
+
+Forms only parse what a person typed (JSON or YAML); every rule about policies, templates and
+bindings lives in ``services`` (the pure modules' validation), so the pages and the API refuse
+the same things. A refusal is put back on the form with ``core.forms.add_refusal``; forms that
+change an object carry its ``version`` (ETag).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from core.forms import BlockFieldsForm, VersionField, yaml_error
+from fleet.forms import WebhookConfigurationForm
+
+from .manifests import load_manifests
+
+
+def parse_document(text: str, *, what: str = "value", required: bool = True) -> Any:
+    """A JSON or YAML document typed in a text box (YAML 1.1 as Kubernetes reads manifests)."""
+    text = (text or "").strip()
+    if not text:
+        if required:
+            raise ValueError(str(_("Enter the %(what)s as JSON or YAML.") % {"what": what}))
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(yaml_error(exc)) from exc
+
+
+def parse_pod(text: str) -> dict[str, Any]:
+    pod = parse_document(text, what="pod")
+    if not isinstance(pod, dict):
+        raise ValueError(str(_("The pod must be an object (a v1 Pod), not a list or a scalar.")))
+    return pod
+
+
+def parse_template_spec(text: str) -> Any:
+    """A template spec typed as upstream writes it: placeholders such as ``- {{.Pool}}`` may stand
+    unquoted (``manifests`` reads the text as Go first), or as JSON."""
+    text = (text or "").strip()
+    if not text:
+        raise ValueError(str(_("Enter the spec (for example nodeAffinity: ...).")))
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    from .manifests import _Prescan, _Restorer, _compose  # the import's reader, for one spec
+    from .schedconfig import SchedulingConfigError
+
+    try:
+        prescan = _Prescan(text)
+        documents = _compose(prescan.text)
+    except (SchedulingConfigError, yaml.YAMLError, ValueError) as exc:
+        if isinstance(exc, yaml.YAMLError):
+            raise ValueError(yaml_error(exc)) from exc
+        raise ValueError(str(exc)) from exc
+    if len(documents) != 1:
+        raise ValueError(str(_("Enter one spec (one YAML document).")))
+    restorer = _Restorer(prescan, 1, {})
+    value = restorer.restore(documents[0][1], "spec")
+    if restorer.problems:
+        raise ValueError("; ".join(str(p) for p in restorer.problems))
+    return value
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+
+
+def as_yaml(value: Any) -> str:
+    return yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False)
+
+
+class JSONOrYAMLField(forms.CharField):
+    widget = forms.Textarea(attrs={"rows": 14, "spellcheck": "false", "class": "code"})
+
+    def __init__(self, *args: Any, parser=parse_document, **kwargs: Any) -> None:
+        self.parser = parser
+        super().__init__(*args, **kwargs)
+
+    def clean(self, value: Any) -> Any:
+        text = super().clean(value)
+        try:
+            return self.parser(text)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+
+class PolicyForm(BlockFieldsForm):
+    name = forms.CharField(max_length=63, label=_("Name"), help_text=_("What pods name in sched.cloud.ctrip.com/policy."))
+    description = forms.CharField(required=False, label=_("Description"), widget=forms.Textarea(attrs={"rows": 2}))
+    config = JSONOrYAMLField(label=_("Profile (JSON or YAML)"), required=False,
+                             help_text=_("KubeSchedulerConfiguration profile: plugins (filter/score enabled, disabled, "
+                                         "weights), pluginConfig, percentageOfNodesToScore."))
+    is_default = forms.BooleanField(required=False, label=_("Default policy"),
+                                    help_text=_("Pods that name no policy are scheduled with it."))
+    reason = forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
+    version = VersionField()
+    refusal_fields = {"config": "config"}
+
+    def __init__(self, *args: Any, instance=None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if instance is not None:
+            self.fields["name"].disabled = True
+
+    def clean_config(self) -> Any:
+        value = self.cleaned_data.get("config")
+        return {} if value is None else value
+
+
+class TemplateForm(BlockFieldsForm):
+    name = forms.CharField(max_length=253, label=_("Name"), help_text=_("e.g. resource-pool-example"))
+    description = forms.CharField(required=False, label=_("Description"), widget=forms.Textarea(attrs={"rows": 2}))
+    spec = JSONOrYAMLField(label=_("Spec (YAML or JSON)"), parser=parse_template_spec,
+                           help_text=_("Upstream spec: nodeAffinity (NodeSchedulerConfig) or podAffinity / podAntiAffinity "
+                                       "(PodSchedulerConfig); placeholders are written {{.Name}}."))
+    reason = forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
+    version = VersionField()
+    refusal_fields = {"metadata": "name", "spec.*": "spec"}
+
+    def __init__(self, *args: Any, instance=None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if instance is not None:
+            self.fields["name"].disabled = True
+
+
+class BindingForm(BlockFieldsForm):
+    name = forms.CharField(max_length=253, label=_("Name"))
+    namespace = forms.CharField(required=False, max_length=63, label=_("Namespace"),
+                                help_text=_("Empty: the binding applies in every namespace."))
+    description = forms.CharField(required=False, label=_("Description"), widget=forms.Textarea(attrs={"rows": 2}))
+    spec = JSONOrYAMLField(label=_("Spec (YAML or JSON)"),
+                           help_text=_("selector (a label selector over pods; {} selects every pod), priority, "
+                                       "nodeSchedulerConfig / podSchedulerConfig: {name, args}."))
+    reason = forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
+    version = VersionField()
+    refusal_fields = {"metadata": "name", "spec.*": "spec"}
+
+    def __init__(self, *args: Any, instance=None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if instance is not None:
+            self.fields["name"].disabled = self.fields["namespace"].disabled = True
+
+
+class ReasonForm(BlockFieldsForm):
+    reason = forms.CharField(max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
+    version = VersionField()
+
+
+class RollbackForm(BlockFieldsForm):
+    revision = forms.TypedChoiceField(coerce=int, label=_("Revision"))
+    reason = forms.CharField(max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
+    version = VersionField()
+
+    def __init__(self, *args: Any, revisions=(), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["revision"].choices = [(r.number, f"r{r.number} · {r.get_action_display()}") for r in revisions
+                                           if r.action not in ("delete", "restore")]
+
+
+class DiffForm(BlockFieldsForm):
+    a = forms.TypedChoiceField(coerce=int, label=_("From"))
+    b = forms.TypedChoiceField(coerce=int, label=_("To"))
+
+    def __init__(self, *args: Any, revisions=(), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        revisions = list(revisions)
+        self.fields["a"].choices = self.fields["b"].choices = [(r.number, f"r{r.number}") for r in revisions]
+        if len(revisions) >= 2:
+            self.initial.setdefault("a", revisions[1].number)
+            self.initial.setdefault("b", revisions[0].number)
+
+
+class ImportForm(BlockFieldsForm):
+    yaml = forms.CharField(max_length=5_000_000, strip=False, label=_("Upstream YAML"),
+                           widget=forms.Textarea(attrs={"rows": 20, "spellcheck": "false", "class": "code"}),
+                           help_text=_("sched.cloud.ctrip.com/v1 NodeSchedulerConfig, PodSchedulerConfig and "
+                                       "SchedulerConfigBinding objects, separated by ---."))
+    reason = forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
+
+
+class PreviewForm(BlockFieldsForm):
+    pod = JSONOrYAMLField(label=_("Pod (YAML or JSON)"), parser=parse_pod,
+                          help_text=_("A v1 Pod as it would be created, with its labels and annotations."))
+    namespace = forms.CharField(required=False, max_length=63, label=_("Namespace"),
+                                help_text=_("The namespace it is created in (default: the pod's metadata.namespace)."))
+
+
+class SimulateForm(BlockFieldsForm):
+    cluster = forms.ChoiceField(label=_("Cluster"))
+    pod = JSONOrYAMLField(label=_("Pod (YAML or JSON)"), parser=parse_pod)
+    replicas = forms.IntegerField(min_value=1, max_value=5000, initial=10, label=_("Replicas"))
+    policy = forms.ChoiceField(required=False, label=_("Policy"))
+    compare_with = forms.ChoiceField(required=False, label=_("Compare with"))
+
+    def __init__(self, *args: Any, clusters=(), policies=(), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["cluster"].choices = [(c, c) for c in clusters]
+        self.fields["policy"].choices = [("", _("The pod's annotation, else the default"))] + [(p, p) for p in policies]
+        self.fields["compare_with"].choices = [("", _("No comparison"))] + [(p, p) for p in policies]
+
+
+class WebhookForm(WebhookConfigurationForm):
+    """The cluster whose scheduling webhook is shown, then the URL and CA bundle every webhook page asks."""
+
+    cluster = forms.ChoiceField(label=_("Cluster"))
+    field_order = ["cluster", "base_url", "ca_bundle"]
+
+    def __init__(self, *args: Any, clusters=(), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["cluster"].choices = [(c, c) for c in clusters]
+
+
+__all__ = ["load_manifests"]

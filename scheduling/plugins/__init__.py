@@ -1,0 +1,1 @@
+"""Scheduling plugins: upstream kube-scheduler in-tree plugins and Meridian's own (pure, no Django)."""

@@ -1,0 +1,48 @@
+"""Fixtures of the fault suite: Meridian's own processes over the suite's PostgreSQL test
+database and a private Redis. Marked ``faults`` (slow; ``.ci/run`` runs it once)."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group
+from django.db import connection
+
+from core.models import APIToken
+
+from .processes import Meridian, PrivateRedis
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/faults/" in str(item.fspath):
+            item.add_marker(pytest.mark.faults)
+
+
+@pytest.fixture
+def test_database_url(transactional_db) -> str:
+    """The suite's own test database, for Meridian processes to share with the test."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the fault suite runs Meridian as separate processes sharing the test database: PostgreSQL only")
+    s = connection.settings_dict
+    return f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+@pytest.fixture
+def private_redis():
+    redis = PrivateRedis().start()
+    yield redis
+    redis.close()
+
+
+@pytest.fixture
+def meridian(test_database_url, private_redis, tmp_path):
+    processes = Meridian(database_url=test_database_url, redis_url=private_redis.url, var_dir=tmp_path)
+    yield processes
+    processes.close()
+
+
+@pytest.fixture
+def admin_token(django_user_model) -> str:
+    user = django_user_model.objects.create_user("fault-admin", password="fault-admin-password-123")
+    user.groups.add(Group.objects.get(name="admin"))
+    return APIToken.issue(user)[1]
