@@ -68,3 +68,19 @@ class VersionField(forms.CharField):
         kwargs.setdefault("widget", forms.HiddenInput)
         kwargs.setdefault("max_length", 64)
         super().__init__(**kwargs)
+
+
+class DiffForm(BlockFieldsForm):
+    """Two revision numbers to compare (GET ``a`` and ``b``), newest pair preselected."""
+
+    a = forms.TypedChoiceField(coerce=int, label=_("From"))
+    b = forms.TypedChoiceField(coerce=int, label=_("To"))
+
+    def __init__(self, *args: Any, revisions: Any = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        revisions = list(revisions)
+        choices = [(r.number, f"r{r.number} · {r.get_action_display()}") for r in revisions]
+        self.fields["a"].choices = self.fields["b"].choices = choices
+        if len(revisions) >= 2:
+            self.initial.setdefault("a", revisions[1].number)
+            self.initial.setdefault("b", revisions[0].number)

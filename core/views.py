@@ -4,6 +4,7 @@ verb view (a POST that changes one object through a service, answering a refusal
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib.auth.mixins import AccessMixin
@@ -13,8 +14,9 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 
 from . import concurrency
+from .revisions import diff_revisions
 from .errors import Refused
-from .forms import add_refusal
+from .forms import DiffForm, add_refusal
 from .permissions import may, may_any_or_role
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -185,3 +187,27 @@ def _error_answer(request, status: int, code: str, detail: str) -> HttpResponse:
     if request.path.startswith("/api/"):
         return JsonResponse(error_body(code, detail), status=status)
     return render(request, "error.html", {"status": status, "detail": detail}, status=status)
+
+
+class RevisionDiffMixin:
+    """A detail page comparing two of its object's revisions (``templates/includes/revision_diff.html``)."""
+
+    request: Any
+
+    def diff_context(self, revisions: list[Any]) -> dict[str, Any]:
+        """``diff_form`` and ``diff`` (``a``, ``b``, ``changes`` with display texts) for the page."""
+        if not {"a", "b"} & set(self.request.GET):
+            return {"diff_form": DiffForm(revisions=revisions), "diff": None}
+        form = DiffForm(self.request.GET, revisions=revisions)
+        if not form.is_valid():
+            return {"diff_form": form, "diff": None}
+        by_number = {r.number: r for r in revisions}
+        a, b = by_number[form.cleaned_data["a"]], by_number[form.cleaned_data["b"]]
+        changes = [c | {"old_text": _as_text(c["old"]), "new_text": _as_text(c["new"])} for c in diff_revisions(a, b)]
+        return {"diff_form": form, "diff": {"a": a, "b": b, "changes": changes}}
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return "—"
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)

@@ -165,21 +165,6 @@ class RolloutForm(BlockFieldsForm):
     version = VersionField()
 
 
-class DiffForm(BlockFieldsForm):
-    """Two revision numbers to compare (GET ``a`` and ``b``)."""
-
-    a = forms.TypedChoiceField(coerce=int, label=_("From"))
-    b = forms.TypedChoiceField(coerce=int, label=_("To"))
-
-    def __init__(self, *args: Any, revisions: list[ConfigRevision] = (), **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        choices = [(r.number, f"r{r.number} · {r.get_action_display()}") for r in revisions]
-        self.fields["a"].choices = self.fields["b"].choices = choices
-        if len(revisions) >= 2:
-            self.initial.setdefault("a", revisions[1].number)
-            self.initial.setdefault("b", revisions[0].number)
-
-
 class NodeFilterForm(BlockFieldsForm):
     """The node table of a target: by acknowledgement state and cluster."""
 

@@ -26,18 +26,16 @@ from django.utils.translation import gettext as _
 from django.views.generic import DetailView, FormView, TemplateView
 
 from core import concurrency
-from core import revisions as core_revisions
 from core.errors import Refused
 from core.forms import add_refusal
 from core.permissions import may, may_any_or_role
-from core.views import PermissionMixin, VerbViewMixin
+from core.views import PermissionMixin, RevisionDiffMixin, VerbViewMixin
 from fleet.models import Cluster, Node
 
 from . import rollout, services
 from .agent import effective_config
 from .filtersets import STATE_Q
 from .forms import (
-    DiffForm,
     EmergencyForm,
     ImportForm,
     NodeFilterForm,
@@ -164,7 +162,7 @@ def node_state_q(target: ConfigTarget, state: str) -> Q:
     return STATE_Q[state] & current_q(target)
 
 
-class TargetDetailView(PermissionMixin, DetailView):
+class TargetDetailView(RevisionDiffMixin, PermissionMixin, DetailView):
     """Spec, status, live progress, history with diff, the write forms, and the node table."""
 
     model = ConfigTarget
@@ -208,17 +206,6 @@ class TargetDetailView(PermissionMixin, DetailView):
         forms["can_edit"] = self.can("change", target) and live and not target.emergency
         return forms
 
-    def diff_context(self, revisions) -> dict[str, Any]:
-        if not {"a", "b"} & set(self.request.GET):
-            return {"diff_form": DiffForm(revisions=revisions), "diff": None}
-        form = DiffForm(self.request.GET, revisions=revisions)
-        if not form.is_valid():
-            return {"diff_form": form, "diff": None}
-        by_number = {r.number: r for r in revisions}
-        a, b = by_number[form.cleaned_data["a"]], by_number[form.cleaned_data["b"]]
-        changes = [c | {"old_text": _show(c["old"]), "new_text": _show(c["new"])} for c in core_revisions.diff_revisions(a, b)]
-        return {"diff_form": form, "diff": {"a": a, "b": b, "changes": changes}}
-
     def node_context(self, target: ConfigTarget) -> dict[str, Any]:
         """One keyset page (by node name, then id) of this target's node config rows."""
         form = NodeFilterForm(self.request.GET)
@@ -248,12 +235,6 @@ class TargetDetailView(PermissionMixin, DetailView):
             "next_query": query.urlencode() if last is not None else None,
             "clusters": Cluster.objects.order_by("name").values_list("name", flat=True),
         }
-
-
-def _show(value: Any) -> str:
-    if value is None:
-        return "—"
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 class TargetVerbView(VerbViewMixin, TargetDetailView):

@@ -169,19 +169,6 @@ class RollbackForm(BlockFieldsForm):
                                            if r.action not in ("delete", "restore")]
 
 
-class DiffForm(BlockFieldsForm):
-    a = forms.TypedChoiceField(coerce=int, label=_("From"))
-    b = forms.TypedChoiceField(coerce=int, label=_("To"))
-
-    def __init__(self, *args: Any, revisions=(), **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        revisions = list(revisions)
-        self.fields["a"].choices = self.fields["b"].choices = [(r.number, f"r{r.number}") for r in revisions]
-        if len(revisions) >= 2:
-            self.initial.setdefault("a", revisions[1].number)
-            self.initial.setdefault("b", revisions[0].number)
-
-
 class ImportForm(BlockFieldsForm):
     yaml = forms.CharField(max_length=5_000_000, strip=False, label=_("Upstream YAML"),
                            widget=forms.Textarea(attrs={"rows": 20, "spellcheck": "false", "class": "code"}),

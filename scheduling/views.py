@@ -10,7 +10,6 @@ the object's version (ETag), so a stale form is refused.
 
 from __future__ import annotations
 
-import json
 from contextlib import nullcontext
 from functools import cached_property
 from typing import Any
@@ -27,15 +26,13 @@ from django.views.generic import DetailView, FormView, TemplateView
 from core import concurrency
 from core.errors import Refused
 from core.forms import add_refusal
-from core.revisions import diff_revisions
-from core.views import PermissionMixin, VerbViewMixin
+from core.views import PermissionMixin, RevisionDiffMixin, VerbViewMixin
 from fleet.models import Cluster
 from fleet.views import WebhookPageMixin
 
 from . import placement, schedconfig, services, webhook
 from .forms import (
     BindingForm,
-    DiffForm,
     ImportForm,
     PolicyForm,
     PreviewForm,
@@ -71,12 +68,6 @@ spec:
 """
 
 
-def _show(value: Any) -> str:
-    if value is None:
-        return "—"
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
 def scheduling_labels() -> dict[str, str]:
     """What scheduling.js prints, in the user's language."""
     return {"replicas": _("Replicas"), "cpu": _("CPU requested / allocatable"), "memory": _("Memory requested / allocatable"),
@@ -109,7 +100,7 @@ class IndexView(PermissionMixin, TemplateView):
 
 # ---------------------------------------------------------------------------- one versioned object
 
-class VersionedDetailView(PermissionMixin, DetailView):
+class VersionedDetailView(RevisionDiffMixin, PermissionMixin, DetailView):
     """Spec, revision history with diff, rollback and delete forms (only those the user may use)."""
 
     template_name = "scheduling/object_detail.html"
@@ -144,17 +135,6 @@ class VersionedDetailView(PermissionMixin, DetailView):
         for key, form in forms.items():
             context.setdefault(key, form)
         return context
-
-    def diff_context(self, revisions) -> dict[str, Any]:
-        if not {"a", "b"} & set(self.request.GET):
-            return {"diff_form": DiffForm(revisions=revisions), "diff": None}
-        form = DiffForm(self.request.GET, revisions=revisions)
-        if not form.is_valid():
-            return {"diff_form": form, "diff": None}
-        by_number = {r.number: r for r in revisions}
-        a, b = by_number[form.cleaned_data["a"]], by_number[form.cleaned_data["b"]]
-        changes = [c | {"old_text": _show(c["old"]), "new_text": _show(c["new"])} for c in diff_revisions(a, b)]
-        return {"diff_form": form, "diff": {"a": a, "b": b, "changes": changes}}
 
 
 class PolicyDetailView(VersionedDetailView):
