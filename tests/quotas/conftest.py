@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import itertools
-import socket
-import threading
-import time
 from typing import Any
 
 import pytest
-import uvicorn
 
 from fleet.models import Cluster
 from fleet.tokens import issue_token
 from quotas import services
+from tests.servers import asgi_server  # noqa: F401  (the fixture)
 
 _uids = itertools.count(1)
 
@@ -102,22 +99,6 @@ def post_review(client, token: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def server(transactional_db):
+def server(asgi_server):  # noqa: F811  (the imported fixture, requested by name)
     """The real ASGI app (the webhook's fast path included) served by uvicorn in a thread."""
-    from config.asgi import application
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    instance = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off", log_level="warning",
-                                             timeout_keep_alive=60))
-    thread = threading.Thread(target=instance.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not instance.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    instance.should_exit = True
-    thread.join(timeout=10)
-    application.application_mapping["http"].close()  # its threads' connections, before the test database goes
+    return asgi_server

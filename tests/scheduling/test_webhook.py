@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
-import threading
-import time
 
 import httpx
 import pytest
-import uvicorn
 
 from core.context import acting_as
 from core.models import ObjectChange
@@ -19,8 +15,8 @@ from fleet.services import connector_for
 from kube.jsonpatch import apply_patch
 from scheduling import services
 from scheduling.schedconfig import NSC_ANNOTATION, NSC_ARGS_ANNOTATION, PSC_ANNOTATION
-
 from tests.certificates import CA_PEM
+from tests.servers import asgi_server  # noqa: F401  (the fixture)
 
 from .conftest import SEED_ANNOTATIONS, SEED_RENDERED, WEBHOOK, pod, review
 
@@ -49,24 +45,9 @@ def patched(obj: dict, response: dict) -> dict:
 
 
 @pytest.fixture
-def server(transactional_db):
-    from config.asgi import application
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    instance = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off", log_level="warning"))
-    thread = threading.Thread(target=instance.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not instance.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    instance.should_exit = True
-    thread.join(timeout=10)
-    http = application.application_mapping["http"]
-    http.close()  # every fast path's threads' connections
+def server(asgi_server):  # noqa: F811  (the imported fixture, requested by name)
+    """The real ASGI app (the webhook's fast path included) served by uvicorn in a thread."""
+    return asgi_server
 
 
 def test_seed_renders_exactly_through_a_running_server(server, webhook_token, seed_template):
