@@ -377,7 +377,6 @@ class NodeInfo:
         "taints",
         "usage",
         "usage_time",
-        "version",
     )
 
     def __init__(self, position: int, node: Mapping[str, Any]) -> None:
@@ -385,7 +384,6 @@ class NodeInfo:
             raise TypeError(f"a node must be a mapping, got {type(node).__name__}")
         meta = _section(node, "metadata")
         self.index = position
-        self.version = 0  # bumped by every change of the aggregates (the engine's per-node caches)
         self.node = node
         self.name: str = str(meta.get("name") or "")
         labels = meta.get("labels")
@@ -446,7 +444,6 @@ class NodeInfo:
         return placed is not None and self.usage_time is not None and placed > self.usage_time
 
     def add(self, pod: PodInfo) -> None:
-        self.version += 1
         req = pod.requested
         self.req_cpu += req.cpu
         self.req_mem += req.mem

@@ -307,6 +307,31 @@ class _StaticPass:
     failures: dict[int, Status]
 
 
+_UNKNOWN, _INFEASIBLE = -2, -1  # a node-local score is >= 0
+
+
+class _LocalMemo:
+    """One pod shape's node-local verdicts and scores over one static pre-pass's positions:
+    ``scores[k]`` for node ``passing.positions[k]`` is its weighted score sum, ``_INFEASIBLE``
+    when a check refuses it, ``_UNKNOWN`` until a scan reaches it or after a pod went there."""
+
+    __slots__ = ("passing", "scores", "seen", "where")
+
+    def __init__(self, passing: _StaticPass, seen: int) -> None:
+        self.passing = passing
+        self.scores = [_UNKNOWN] * len(passing.positions)
+        self.where = {position: k for k, position in enumerate(passing.positions)}
+        self.seen = seen
+
+    def forget(self, changed: list[int]) -> None:
+        """Drop what it knew of the nodes pods went to since it last looked."""
+        for position in changed[self.seen:]:
+            k = self.where.get(position)
+            if k is not None:
+                self.scores[k] = _UNKNOWN
+        self.seen = len(changed)
+
+
 @dataclass(frozen=True, slots=True)
 class _Filters:
     """One pod's filter phase: dynamic checks, static pre-pass, candidates, PreFilterResult leftovers."""
@@ -332,7 +357,8 @@ class Scheduler:
         self.next_start = 0
         self.placed: list[tuple[PodInfo, str]] = []
         self._static_cache: dict[tuple[Any, ...], _StaticPass] = {}
-        self._local_memo: dict[tuple[Any, ...], tuple[list[int], list[bool], list[int]]] = {}
+        self._local_memo: dict[tuple[Any, ...], _LocalMemo] = {}
+        self._changed: list[int] = []  # positions of the nodes pods were assumed on, in order
 
     @classmethod
     def from_snapshot(cls, policy: Policy, snapshot: Snapshot) -> Scheduler:
@@ -427,9 +453,10 @@ class Scheduler:
     def _local_cycle(self, info: PodInfo, pre: _Filters) -> Placement | None:
         """The cycle when every remaining check and score is node-local (``plugins.base.node_local``)
         or the same for every node: verdicts and scores are kept per pod shape
-        (``PodInfo.resource_key``) and node, and recomputed only for nodes whose ``version``
-        moved, i.e. the node the last pod went to. Replicas of one template, placed one after
-        another, then cost a scan instead of every plugin on every candidate. Same scan order,
+        (``PodInfo.resource_key``) and node (``_LocalMemo``), computed when a scan first reaches
+        a node and again after a pod went there. Replicas of one template, placed one after
+        another, then cost a few list operations over the window instead of every plugin on
+        every candidate. Same scan order,
         sampling, rotation and first-best tie-break as ``_find_feasible`` + ``_score``; None
         when the pod does not qualify or nothing fits (the full path then gives the reasons).
         """
@@ -455,38 +482,55 @@ class Scheduler:
                 return None
         nodes, checks = pre.nodes, pre.checks
         n = len(nodes)
-        memo = self._local_memo.get(info.resource_key)
-        if memo is None:
-            memo = self._local_memo[info.resource_key] = ([-1] * n, [False] * n, [0] * n)
-        versions, fits, scores = memo
+        positions = passing.positions
+        memo = self._local_memo.get((info.resource_key, id(passing)))
+        if memo is None or memo.passing is not passing:
+            memo = self._local_memo[(info.resource_key, id(passing))] = _LocalMemo(passing, len(self._changed))
+        memo.forget(self._changed)
+        arr = memo.scores
+
+        def value(node: NodeInfo) -> int:
+            for check in checks:
+                if check(node) is not None:
+                    return _INFEASIBLE
+            total = 0
+            for one, weight in local:
+                total += weight * one(node)
+            return total
+
+        if len(checks) == 1 and len(local) == 2:  # the default policy's shape, without the loops
+            (check,), ((one_a, weight_a), (one_b, weight_b)) = checks, local
+
+            def value(node: NodeInfo) -> int:  # noqa: F811
+                return _INFEASIBLE if check(node) is not None else weight_a * one_a(node) + weight_b * one_b(node)
+
+        def resolve(lo: int, hi: int) -> None:
+            for k in range(lo, hi):
+                if arr[k] == _UNKNOWN:
+                    arr[k] = value(nodes[positions[k]])
+
         want = num_feasible_nodes_to_find(self.policy.percentage_of_nodes_to_score, n)
         start = self.next_start % n
-        at = bisect_left(passing.positions, start)
-        found = best_score = 0
-        best = last = -1
-        for pos in (passing.positions[at:], passing.positions[:at]):
-            for i in pos:
-                node = nodes[i]
-                if versions[i] != node.version:
-                    versions[i] = node.version
-                    for check in checks:
-                        if check(node) is not None:
-                            fits[i] = False
-                            break
-                    else:
-                        fits[i] = True
-                        total = 0
-                        for one, weight in local:
-                            total += weight * one(node)
-                        scores[i] = total
-                if fits[i]:
-                    found += 1
-                    if best < 0 or scores[i] > best_score:
-                        best, best_score = i, scores[i]
-                    if found == want:
-                        last = i
-                        break
-            if last >= 0:
+        at = bisect_left(positions, start)
+        found, best_score, best, last = 0, -1, -1, -1
+        for lo, hi in ((at, len(positions)), (0, at)):
+            k = lo
+            while k < hi and found < want:
+                end = min(hi, k + want - found)
+                window = arr[k:end]
+                if _UNKNOWN in window:
+                    resolve(k, end)
+                    window = arr[k:end]
+                feasible = len(window) - window.count(_INFEASIBLE)
+                if feasible:
+                    top = max(window)
+                    if top > best_score:
+                        best_score, best = top, positions[k + window.index(top)]
+                    found += feasible
+                    if found == want:  # the window held only feasible nodes: its last is the want-th
+                        last = positions[end - 1]
+                k = end
+            if found == want:
                 break
         if found == 0:
             return None
@@ -553,7 +597,9 @@ class Scheduler:
         pod["spec"] = {**(info.pod.get("spec") or {}), "nodeName": node_name}
         assumed = info.sibling(pod)
         assumed.assumed = True
-        self.cluster.add_pod(assumed, self.cluster.by_name[node_name])
+        node = self.cluster.by_name[node_name]
+        self.cluster.add_pod(assumed, node)
+        self._changed.append(node.index)
         self.placed.append((assumed, node_name))
 
     def assume(self, pod: Mapping[str, Any], node_name: str) -> None:

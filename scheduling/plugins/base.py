@@ -33,10 +33,10 @@ _F = Any
 
 
 def node_local(fn: _F) -> _F:
-    """Mark a check or scorer whose result for a node depends only on that node's own state
-    (``NodeInfo.version`` counts its changes) and on the pod's resource requests
-    (``PodInfo.resource_key``): no normalisation across the candidates, no other node read. The engine keeps such verdicts and scores per pod shape and
-    node version, and recomputes only the nodes that changed (``Scheduler._local_cycle``)."""
+    """Mark a check or scorer whose result for a node depends only on that node's own state and
+    on the pod's resource requests (``PodInfo.resource_key``): no normalisation across the
+    candidates, no other node read. The engine keeps such verdicts and scores per pod shape and
+    node, and recomputes a node only after a pod went there (``Scheduler._local_cycle``)."""
     fn.node_local = True
     return fn
 
