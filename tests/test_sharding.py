@@ -112,3 +112,24 @@ def test_explicit_queue_overrides_the_shard():
     finally:
         result.revoke()
         redis.delete("default")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_canceled_job_never_runs_when_its_message_is_delivered():
+    """Cancel revokes the task and marks the Job; a worker that starts later (and so missed
+    the revoke broadcast) takes the message and drops it: the task body never runs."""
+    from core.jobs import cancel_job
+
+    key = "sh-3"
+    queue = shard_queue(f"cluster/{key}")
+    job = enqueue("tests.where_am_i", key, payload="canceled")  # outside a transaction: sent at once
+    cancel_job(job)
+    redis = get_redis()
+    with start_worker(app, queues=[queue], perform_ping_check=False, pool="solo", shutdown_timeout=10):
+        deadline = time.monotonic() + 20
+        while redis.llen(queue) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # the delivered message has been handled by now
+    job.refresh_from_db()
+    assert redis.llen(queue) == 0, "the worker took the message"
+    assert job.status == Job.Status.CANCELED and not job.result and job.attempts == 0
