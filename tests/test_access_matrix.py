@@ -59,9 +59,9 @@ def _after_explicit_ids(*models) -> None:
 
 def _world(django_user_model) -> dict[str, dict]:
     """Objects the sampled URLs name (ids 1, names "1" and "x"), and one caller per persona."""
-    for name in ("1", "x"):
+    for pk, name in enumerate(("1", "x"), start=1):
         cluster = Cluster.objects.create(name=name, connector=Cluster.ConnectorKind.SIMULATED)
-        Node.objects.create(cluster=cluster, name="x", labels={})
+        Node.objects.create(pk=pk, cluster=cluster, name="x", labels={})
     Job.objects.create(pk=1, kind="probe", triggered_by="test")
     config_type = ConfigType.objects.create(name="x", resource="xs")
     ConfigTarget.objects.create(pk=1, config_type=config_type, name="x", config={})
@@ -79,7 +79,7 @@ def _world(django_user_model) -> dict[str, dict]:
     node_cpu = NodeCPU.objects.create(pk=1, node=node, cluster=node.cluster, name="x", topology=[[0, 0, 0, 0], [1, 0, 0, 0]],
                                       cpus=2, cores=1)
     CPUAllocation.objects.create(pk=1, node_cpu=node_cpu, namespace="x", pod_name="x", mode=CPUAllocation.Mode.SHARED)
-    _after_explicit_ids(Job, ConfigTarget, FederatedObject, ObjectChange, SchedulerConfigBinding, NodeCPU, CPUAllocation)
+    _after_explicit_ids(Node, Job, ConfigTarget, FederatedObject, ObjectChange, SchedulerConfigBinding, NodeCPU, CPUAllocation)
     root = QuotaGroup.objects.create(name="1", path="/1/", hard={"limits.cpu": "10"})
     QuotaGroup.objects.create(name="owned", parent=root, path="/1/owned/", depth=1, hard={"limits.cpu": "5"})
     users = {}
