@@ -456,9 +456,9 @@ class Scheduler:
         (``PodInfo.resource_key``) and node (``_LocalMemo``), computed when a scan first reaches
         a node and again after a pod went there. Replicas of one template, placed one after
         another, then cost a few list operations over the window instead of every plugin on
-        every candidate. Same scan order,
-        sampling, rotation and first-best tie-break as ``_find_feasible`` + ``_score``; None
-        when the pod does not qualify or nothing fits (the full path then gives the reasons).
+        every candidate. Same scan order, sampling, rotation and first-best tie-break as
+        ``_find_feasible`` + ``_score``; None when the pod does not qualify or nothing fits
+        (the full path then gives the reasons).
         """
         passing = pre.static
         if not self.local_cycle or passing is None or pre.absent is not None or not all(getattr(c, "node_local", False) for c in pre.checks):
@@ -489,20 +489,20 @@ class Scheduler:
         memo.forget(self._changed)
         arr = memo.scores
 
-        def value(node: NodeInfo) -> int:
-            for check in checks:
-                if check(node) is not None:
-                    return _INFEASIBLE
-            total = 0
-            for one, weight in local:
-                total += weight * one(node)
-            return total
-
         if len(checks) == 1 and len(local) == 2:  # the default policy's shape, without the loops
             (check,), ((one_a, weight_a), (one_b, weight_b)) = checks, local
 
-            def value(node: NodeInfo) -> int:  # noqa: F811
+            def value(node: NodeInfo) -> int:
                 return _INFEASIBLE if check(node) is not None else weight_a * one_a(node) + weight_b * one_b(node)
+        else:
+            def value(node: NodeInfo) -> int:
+                for check in checks:
+                    if check(node) is not None:
+                        return _INFEASIBLE
+                total = 0
+                for one, weight in local:
+                    total += weight * one(node)
+                return total
 
         def resolve(lo: int, hi: int) -> None:
             for k in range(lo, hi):
