@@ -14,10 +14,10 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 
 from . import concurrency
-from .revisions import diff_revisions
 from .errors import Refused
 from .forms import DiffForm, add_refusal
 from .permissions import may, may_any_or_role
+from .revisions import diff_revisions
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
