@@ -16,7 +16,7 @@ from typing import Any
 
 from kube.hashing import object_digest
 from kube.quantity import Quantity, QuantityError, parse_quantity
-from kube.resources import PodSpecError, UnsupportedWorkloadError, pod_limits, pod_requests, workload_pod_template, workload_replicas
+from kube.resources import PodSpecError, ResourceList, UnsupportedWorkloadError, pod_limits, pod_requests, workload_pod_template, workload_replicas
 
 GPU = "nvidia.com/gpu"
 CPU_TOPOLOGY_ANNOTATION = "scheduling.meridian.io/cpu-topology"
@@ -262,7 +262,32 @@ def _finished_at(status: Mapping[str, Any]) -> str | None:
     return max(times) if times else None
 
 
-def pod_facts(obj: Mapping[str, Any], errors: list[str]) -> PodFacts | None:
+_RESOURCE_PARTS = ("containers", "initContainers", "resources", "overhead")
+
+
+class _ResourceMemo:
+    """Requests and limits of pods whose specs share the parts they are computed from (the very
+    same container list objects: replicas as the simulator, or an informer cache, hands them
+    out), computed once per such part set. The memo keeps those parts alive, so an id it is
+    keyed on cannot be reused by another object while it lives."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[int, ...], tuple[tuple[Any, ...], ResourceList, ResourceList]] = {}
+
+    def get(self, pod: Mapping[str, Any], spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
+        parts = tuple(spec.get(name) for name in _RESOURCE_PARTS)
+        if not isinstance(parts[0], list) or spec is not pod.get("spec"):  # nothing shared worth keying on
+            return pod_requests(pod), pod_limits(pod)
+        key = tuple(map(id, parts))
+        known = self._known.get(key)
+        if known is not None:
+            return known[1], known[2]
+        requests, limits = pod_requests(pod), pod_limits(pod)
+        self._known[key] = (parts, requests, limits)
+        return requests, limits
+
+
+def pod_facts(obj: Mapping[str, Any], errors: list[str], memo: _ResourceMemo | None = None) -> PodFacts | None:
     meta = _meta(obj)
     name, namespace, uid = meta.get("name"), meta.get("namespace") or "default", meta.get("uid")
     if not isinstance(name, str) or not isinstance(uid, str) or not uid:
@@ -271,7 +296,7 @@ def pod_facts(obj: Mapping[str, Any], errors: list[str]) -> PodFacts | None:
     spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
     status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
     try:
-        requests, limits = pod_requests(obj), pod_limits(obj)
+        requests, limits = memo.get(obj, spec) if memo is not None else (pod_requests(obj), pod_limits(obj))
     except (QuantityError, PodSpecError) as exc:
         errors.append(f"pod {namespace}/{name}: {exc}")
         requests, limits = {}, {}
@@ -348,8 +373,9 @@ def build_snapshot(
         facts = workload_facts(obj, snap.errors)
         if facts is not None:
             snap.workloads[facts.key] = facts
+    memo = _ResourceMemo()
     for obj in pods:
-        facts = pod_facts(obj, snap.errors)
+        facts = pod_facts(obj, snap.errors, memo)
         if facts is None:
             continue
         if facts.owner_kind == "ReplicaSet" and (facts.namespace, facts.owner_name) in replica_set_owner:

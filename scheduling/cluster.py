@@ -235,6 +235,9 @@ class PodInfo:
         affinity = _section(spec, "affinity")
         self.has_pod_affinity = bool(affinity.get("podAffinity") or affinity.get("podAntiAffinity"))
         self.assumed = False  # set by the engine: placed after every usage report
+        # Shared by this pod and its siblings (``sibling``): the key of the engine's per-shape
+        # plugin outcomes (``Plugin.pod_only``); None until a sibling is made.
+        self.shape: object | None = None
 
     def sibling(self, pod: Mapping[str, Any]) -> PodInfo:
         """A PodInfo for ``pod``, which the caller knows has this pod's namespace, labels,
@@ -243,6 +246,9 @@ class PodInfo:
         tolerations) are shared rather than computed again: they are never mutated, and
         computing them is most of a scheduling cycle's cost when replicas are placed in bulk."""
         info = PodInfo(pod)
+        if self.shape is None:
+            self.shape = object()
+        info.shape = self.shape
         derived = self.__dict__
         info.__dict__.update({name: derived[name] for name in _SHAPE_DERIVED if name in derived})
         return info

@@ -41,6 +41,7 @@ from typing import Any
 from scheduling.cluster import ClusterState, NodeInfo, PodInfo
 from scheduling.framework import PLUGINS, make_plugin
 from scheduling.plugins.base import Plugin
+from scheduling.plugins.noderesources import fused_value
 from scheduling.status import SKIP, UNRESOLVABLE, ArgsError, FieldError, FilterResult, Status, child, index
 
 __all__ = [
@@ -310,6 +311,18 @@ class _StaticPass:
 _UNKNOWN, _INFEASIBLE = -2, -1  # a node-local score is >= 0
 
 
+@dataclass(frozen=True, slots=True)
+class _LocalPlan:
+    """A pod shape's node-local cycle: its kept values, per-node value function, candidates,
+    the score every node gets from constant scorers, and how many feasible nodes to find."""
+
+    memo: _LocalMemo
+    value: Any
+    nodes: list[NodeInfo]
+    constant: int
+    want: int
+
+
 class _LocalMemo:
     """One pod shape's node-local verdicts and scores over one static pre-pass's positions:
     ``scores[k]`` for node ``passing.positions[k]`` is its weighted score sum, ``_INFEASIBLE``
@@ -347,7 +360,8 @@ class Scheduler:
     """Places pods one by one on a snapshot under a policy, assuming each placement."""
 
     static_prepass = True  # tests turn it off to check it changes nothing but speed
-    local_cycle = True  # likewise (``_local_cycle``)
+    local_cycle = True  # likewise (``_local_plan``)
+    plan_cache = True  # likewise (``_outcome``)
 
     def __init__(self, policy: Policy, nodes: Sequence[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]] = (), namespaces: Iterable[Mapping[str, Any]] = ()) -> None:
         self.policy = policy
@@ -359,6 +373,7 @@ class Scheduler:
         self._static_cache: dict[tuple[Any, ...], _StaticPass] = {}
         self._local_memo: dict[tuple[Any, ...], _LocalMemo] = {}
         self._changed: list[int] = []  # positions of the nodes pods were assumed on, in order
+        self._plans: dict[object, dict[tuple[str, int], Any]] = {}  # PodInfo.shape -> pod-only outcomes
 
     @classmethod
     def from_snapshot(cls, policy: Policy, snapshot: Snapshot) -> Scheduler:
@@ -390,17 +405,17 @@ class Scheduler:
         names: set[str] | None = None
         narrowing: list[str] = []
         for plugin in self.filters:
-            outcome = plugin.prefilter(self.cluster, info)
+            outcome = self._outcome("prefilter", plugin, info)
             if outcome is SKIP:
                 continue
             if isinstance(outcome, Status):
                 return f"0/{len(nodes)} nodes are available: {', '.join(outcome.reasons)}."
             if plugin.static_filter and not dynamic and self.static_prepass:
                 static.append(outcome)
-                static_key.append((id(plugin), plugin.filter_signature(info)))
+                static_key.append((id(plugin), self._outcome("filter_signature", plugin, info)))
             else:
                 dynamic.append(outcome)
-            allowed = plugin.node_names(info)
+            allowed = self._outcome("node_names", plugin, info)
             if allowed is not None:
                 names = allowed if names is None else names & allowed
                 narrowing.append(plugin.name)
@@ -410,6 +425,22 @@ class Scheduler:
             return _Filters(static + dynamic, None, candidates, absent, len(nodes) - len(candidates))
         passing = self._static_pass(tuple(static_key), static, nodes) if static else None
         return _Filters(dynamic, passing, nodes, None, 0)
+
+    def _outcome(self, method: str, plugin: Plugin, info: PodInfo) -> Any:
+        """``plugin.<method>`` for the pod: for a pod-only plugin (``Plugin.pod_only``) and a pod
+        with siblings, computed once per pod shape and kept, as replicas of one template share
+        it; otherwise computed now. An exception is raised again for every replica (not kept)."""
+        shape = info.shape
+        if shape is None or not plugin.pod_only or not self.plan_cache:
+            return _call(method, plugin, self.cluster, info)
+        plan = self._plans.get(shape)
+        if plan is None:
+            plan = self._plans[shape] = {}
+        key = (method, id(plugin))
+        found = plan.get(key, _MISSING)
+        if found is _MISSING:
+            found = plan[key] = _call(method, plugin, self.cluster, info)
+        return found
 
     def _static_pass(self, key: tuple[Any, ...], checks: list[Any], nodes: list[NodeInfo]) -> _StaticPass:
         found = self._static_cache.get(key)
@@ -427,16 +458,56 @@ class Scheduler:
             found = self._static_cache[key] = _StaticPass(positions, failures)
         return found
 
+    def schedule_replicas(self, pods: Sequence[Mapping[str, Any]]) -> list[Placement]:
+        """Place replicas of one template in order, each assumed before the next: the same
+        placements as ``schedule`` called for each in turn (the replicas must be what
+        ``PodInfo.sibling`` requires: equal but for name and ``nodeName``).
+
+        While every plugin's outcomes survive the shape's own placements
+        (``Plugin.survives_placement``) and the node-local cycle applies, the plan of the first
+        replica is kept, and each next one costs a scan of the sampling window and an assume.
+        """
+        placements: list[Placement] = []
+        first: PodInfo | None = None
+        plan: _LocalPlan | None = None
+        for pod in pods:
+            info = PodInfo(pod) if first is None else first.sibling(pod)
+            if first is None:
+                first = info
+                first.shape = object()  # replicas share their plugin outcomes (``_outcome``)
+            placement = self._local_scan(plan) if plan is not None else None
+            if placement is None:
+                placement, plan = self._planned_cycle(info)
+                if plan is not None and not self._plan_survives(info):
+                    plan = None
+            if placement.node is not None:
+                self._assume(info, placement.node, owned=info is not first)  # the first lends its values to the next
+            placements.append(placement)
+        return placements
+
+    def _plan_survives(self, info: PodInfo) -> bool:
+        return all(plugin.survives_placement(info) for plugin in self.filters) and all(
+            plugin.survives_placement(info) for plugin, _ in self.scorers)
+
     def _cycle(self, info: PodInfo) -> Placement:
+        return self._planned_cycle(info)[0]
+
+    def _planned_cycle(self, info: PodInfo) -> tuple[Placement, _LocalPlan | None]:
+        """One cycle, and the node-local plan it placed the pod with (None when it took the full path)."""
         all_nodes = self.cluster.nodes
         if not all_nodes:
-            return Placement(None, reasons=NO_NODES)
+            return Placement(None, reasons=NO_NODES), None
         pre = self._prefilter(info)
         if isinstance(pre, str):
-            return Placement(None, reasons=pre)
-        local = self._local_cycle(info, pre)
+            return Placement(None, reasons=pre), None
+        plan = self._local_plan(info, pre)
+        local = self._local_scan(plan) if plan is not None else None
         if local is not None:
-            return local
+            return local, plan
+        return self._full_cycle(pre, info), None
+
+    def _full_cycle(self, pre: _Filters, info: PodInfo) -> Placement:
+        all_nodes = self.cluster.nodes
         feasible, rejected, processed = self._find_feasible(pre)
         if not feasible:
             message = fit_error_message(len(all_nodes), rejected, pre.absent, pre.absent_count)
@@ -450,16 +521,16 @@ class Scheduler:
                 best = i
         return Placement(feasible[best].name, totals[best], feasible=len(feasible), evaluated=processed)
 
-    def _local_cycle(self, info: PodInfo, pre: _Filters) -> Placement | None:
-        """The cycle when every remaining check and score is node-local (``plugins.base.node_local``)
-        or the same for every node: verdicts and scores are kept per pod shape
+    def _local_plan(self, info: PodInfo, pre: _Filters) -> _LocalPlan | None:
+        """The node-local cycle's plan for this pod, or None when the pod does not qualify: it
+        does when every remaining check and score is node-local (``plugins.base.node_local``)
+        or the same for every node. Verdicts and scores are then kept per pod shape
         (``PodInfo.resource_key``) and node (``_LocalMemo``), computed when a scan first reaches
         a node and again after a pod went there. Replicas of one template, placed one after
         another, then cost a few list operations over the window instead of every plugin on
-        every candidate. Same scan order, sampling, rotation and first-best tie-break as
-        ``_find_feasible`` + ``_score``; None when the pod does not qualify or nothing fits
-        (the full path then gives the reasons).
-        """
+        every candidate. ``_local_scan`` keeps the scan order, sampling, rotation and first-best
+        tie-break of ``_find_feasible`` + ``_score``, and gives None when nothing fits (the
+        full path then gives the reasons)."""
         passing = pre.static
         if not self.local_cycle or passing is None or pre.absent is not None or not all(getattr(c, "node_local", False) for c in pre.checks):
             return None
@@ -469,7 +540,7 @@ class Scheduler:
         constant = 0
         for plugin, weight in self.scorers:
             try:
-                scorer = plugin.prescore(self.cluster, info)
+                scorer = self._outcome("prescore", plugin, info)
             except ValueError:
                 return None  # the full path raises it, if it gets as far as scoring
             if scorer is SKIP:
@@ -481,15 +552,14 @@ class Scheduler:
             else:
                 return None
         nodes, checks = pre.nodes, pre.checks
-        n = len(nodes)
-        positions = passing.positions
         memo = self._local_memo.get((info.resource_key, id(passing)))
         if memo is None or memo.passing is not passing:
             memo = self._local_memo[(info.resource_key, id(passing))] = _LocalMemo(passing, len(self._changed))
-        memo.forget(self._changed)
-        arr = memo.scores
 
-        if len(checks) == 1 and len(local) == 2:  # the default policy's shape, without the loops
+        fused = fused_value(checks[0], local, _INFEASIBLE) if len(checks) == 1 and len(local) == 2 else None
+        if fused is not None:  # the default policy's shape, inlined
+            value = fused
+        elif len(checks) == 1 and len(local) == 2:  # two scores, without the loops
             (check,), ((one_a, weight_a), (one_b, weight_b)) = checks, local
 
             def value(node: NodeInfo) -> int:
@@ -504,12 +574,21 @@ class Scheduler:
                     total += weight * one(node)
                 return total
 
+        return _LocalPlan(memo, value, nodes, constant, num_feasible_nodes_to_find(self.policy.percentage_of_nodes_to_score, len(nodes)))
+
+    def _local_scan(self, plan: _LocalPlan) -> Placement | None:
+        """One pod's filter and score over the plan's kept values (see ``_local_plan``)."""
+        memo, value, nodes, want = plan.memo, plan.value, plan.nodes, plan.want
+        memo.forget(self._changed)
+        arr = memo.scores
+        positions = memo.passing.positions
+        n = len(nodes)
+
         def resolve(lo: int, hi: int) -> None:
             for k in range(lo, hi):
                 if arr[k] == _UNKNOWN:
                     arr[k] = value(nodes[positions[k]])
 
-        want = num_feasible_nodes_to_find(self.policy.percentage_of_nodes_to_score, n)
         start = self.next_start % n
         at = bisect_left(positions, start)
         found, best_score, best, last = 0, -1, -1, -1
@@ -536,7 +615,7 @@ class Scheduler:
             return None
         processed = n if last < 0 else (last - start if last >= start else last + n - start) + 1
         self.next_start = (start + processed) % n
-        score = 0 if found == 1 else best_score + constant
+        score = 0 if found == 1 else best_score + plan.constant
         return Placement(nodes[best].name, score, feasible=found, evaluated=processed)
 
     def _find_feasible(self, pre: _Filters) -> tuple[list[NodeInfo], list[Status], int]:
@@ -585,17 +664,23 @@ class Scheduler:
     def _score(self, info: PodInfo, feasible: list[NodeInfo]) -> list[int]:
         totals = [0] * len(feasible)
         for plugin, weight in self.scorers:
-            scorer = plugin.prescore(self.cluster, info)
+            scorer = self._outcome("prescore", plugin, info)
             if scorer is SKIP:
                 continue
             scores = scorer(feasible)  # type: ignore[operator]
             totals = [t + s for t, s in zip(totals, scores, strict=True)] if weight == 1 else [t + weight * s for t, s in zip(totals, scores, strict=True)]
         return totals
 
-    def _assume(self, info: PodInfo, node_name: str) -> None:
+    def _assume(self, info: PodInfo, node_name: str, *, owned: bool = False) -> None:
+        """Bind the pod to the node in the snapshot. An ``owned`` PodInfo (one the engine made,
+        which nobody else holds) is bound in place instead of through a bound sibling."""
         pod = dict(info.pod)
         pod["spec"] = {**(info.pod.get("spec") or {}), "nodeName": node_name}
-        assumed = info.sibling(pod)
+        if owned:
+            assumed = info
+            assumed.pod, assumed.node_name = pod, node_name
+        else:
+            assumed = info.sibling(pod)
         assumed.assumed = True
         node = self.cluster.by_name[node_name]
         self.cluster.add_pod(assumed, node)
@@ -649,6 +734,15 @@ class Scheduler:
             out["ephemeral-storage"] = node.req_eph
         out.update(node.req_scalars)
         return out
+
+
+_MISSING = object()
+
+
+def _call(method: str, plugin: Plugin, cluster: ClusterState, info: PodInfo) -> Any:
+    if method in ("prefilter", "prescore"):
+        return getattr(plugin, method)(cluster, info)
+    return getattr(plugin, method)(info)
 
 
 def _has_preferred_node_affinity(info: PodInfo) -> bool:

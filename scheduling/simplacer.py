@@ -13,35 +13,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .cluster import NodeInfo, PodInfo
+from .cluster import NodeInfo
 from .engine import Policy, Scheduler
 
 
-def engine_placer(nodes: Sequence[Mapping[str, Any]]) -> Callable[[Mapping[str, Any]], str | None]:
-    """A function placing pods one by one on ``nodes`` (each placement assumed): the node's name or None."""
+def engine_placer(nodes: Sequence[Mapping[str, Any]]) -> Callable[[Sequence[Mapping[str, Any]]], list[str | None]]:
+    """A function placing replicas of one template (pods equal but for their names), one after
+    another with each placement assumed: the chosen node's name, or None, per pod."""
     scheduler = Scheduler(Policy.default(), [node for node in nodes if _readable(node)])
-    # The simulator places a workload's replicas one after another with one spec object: the
-    # first replica's PodInfo lends its derived values to the rest (keyed by the spec object
-    # itself, kept alive here, so a recycled id() can never match).
-    shapes: dict[tuple[int, str], tuple[Any, PodInfo]] = {}
 
-    def place(pod: Mapping[str, Any]) -> str | None:
+    def place(pods: Sequence[Mapping[str, Any]]) -> list[str | None]:
         try:
-            return scheduler.schedule(_info(pod)).node
-        except ValueError:
-            return None
-
-    def _info(pod: Mapping[str, Any]) -> PodInfo:
-        spec, meta = pod.get("spec"), pod.get("metadata") or {}
-        if meta.get("labels") or meta.get("annotations"):
-            return PodInfo(pod)
-        key = (id(spec), str(meta.get("namespace") or ""))
-        known = shapes.get(key)
-        if known is not None and known[0] is spec:
-            return known[1].sibling(pod)
-        info = PodInfo(pod)
-        shapes[key] = (spec, info)
-        return info
+            return [placement.node for placement in scheduler.schedule_replicas(pods)]
+        except ValueError:  # a pod the engine cannot read stays Pending, as its replicas do
+            return [None] * len(pods)
 
     return place
 

@@ -73,6 +73,12 @@ class Plugin:
     # A static filter's verdict depends only on the node's labels, taints and name and on the pod
     # (``filter_signature``), never on other pods: the engine may evaluate it once per pod shape.
     static_filter: ClassVar[bool] = False
+    # A pod-only plugin's PreFilter, PreScore, ``filter_signature`` and ``node_names`` read only
+    # the pod and the nodes' static data (labels, taints, allocatable), never the pods placed on
+    # them, so their outcomes hold for every replica of a template: the engine computes them
+    # once per pod shape (``PodInfo.shape``). The checks and scorers they return read the node's
+    # current state when called, as every check does.
+    pod_only: ClassVar[bool] = False
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         self.args = args
@@ -82,6 +88,12 @@ class Plugin:
 
     def prescore(self, cluster: ClusterState, pod: PodInfo) -> Scorer | _Skip:
         return SKIP
+
+    def survives_placement(self, pod: PodInfo) -> bool:
+        """Whether this plugin's PreFilter and PreScore outcomes for ``pod`` stay what they are
+        after replicas of ``pod`` are placed: the engine then keeps one plan for a run of
+        replicas (``Scheduler.schedule_replicas``). True for pod-only plugins."""
+        return self.pod_only
 
     def filter_signature(self, pod: PodInfo) -> Any:
         """For static filters: a hashable summary of everything in the pod the verdict reads."""

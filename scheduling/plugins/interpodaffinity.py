@@ -140,12 +140,19 @@ class InterPodAffinity(Plugin):
         super().__init__(args)
         self.parsed = InterPodAffinityArgs.parse(args)
 
+    def survives_placement(self, pod: PodInfo) -> bool:
+        """A pod without inter-pod terms adds nothing the plugin counts (the index holds the
+        terms of placed pods; the pod's own groups are only read for incoming terms)."""
+        return not pod.has_pod_affinity
+
     # -- filter -------------------------------------------------------------------------------
 
     def prefilter(self, cluster: ClusterState, pod: PodInfo) -> NodeCheck | Status | _Skip:
         terms = pod.terms
         if terms.errors:
             return Status.of(UNRESOLVABLE, f"parsing pod: {terms.parse_error}")
+        if not terms.required_affinity and not terms.required_anti_affinity and not cluster.affinity.required_anti:
+            return SKIP  # nothing to count: what the full state below would conclude, without building it
         required = [merge_namespace_selector(t, cluster.namespaces) for t in terms.required_affinity]
         anti = [merge_namespace_selector(t, cluster.namespaces) for t in terms.required_anti_affinity]
         state = _FilterState(cluster, pod, required, anti)
@@ -164,6 +171,9 @@ class InterPodAffinity(Plugin):
         preferred += [WeightedTerm(merge_namespace_selector(w.term, cluster.namespaces), -w.weight) for w in terms.preferred_anti_affinity]
         if self.parsed.ignore_preferred_terms_of_existing_pods and not preferred:
             return SKIP
+        index = cluster.affinity
+        if not preferred and not index.preferred and not (index.required_affinity and self.parsed.hard_pod_affinity_weight > 0):
+            return SKIP  # no term anywhere could add a weight
         scores: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self._incoming_terms(cluster, preferred, scores)
         self._existing_terms(cluster, pod, scores)

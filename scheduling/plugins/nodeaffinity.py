@@ -93,6 +93,7 @@ class NodeAffinity(Plugin):
     has_filter = True
     has_score = True
     static_filter = True
+    pod_only = True
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
@@ -182,6 +183,7 @@ class TaintToleration(Plugin):
     has_filter = True
     has_score = True
     static_filter = True
+    pod_only = True
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)

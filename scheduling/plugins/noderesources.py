@@ -31,6 +31,7 @@ __all__ = [
     "Fit",
     "allocatable_requested",
     "balanced_score",
+    "fused_value",
     "least_allocated",
     "most_allocated",
     "requested_to_capacity_ratio",
@@ -88,6 +89,8 @@ def fit_check(request: Any, ignored: frozenset[str], ignored_groups: frozenset[s
             return None
         return Status(UNRESOLVABLE if unresolvable else UNSCHEDULABLE, tuple(reasons))
 
+    if simple:
+        check.fits_cpu_memory = (cpu, mem)  # type: ignore[attr-defined]  # what ``fused_value`` inlines
     return check
 
 
@@ -255,6 +258,7 @@ def _fast_least(wc: int, wm: int, pc: int, pm: int) -> Scorer:
             weight += wm
         return total // weight if weight else 0
 
+    one.least_allocated = (wc, wm, pc, pm)  # type: ignore[attr-defined]  # what ``fused_value`` inlines
     return per_node(one)
 
 
@@ -290,7 +294,55 @@ def _fast_balanced(pc: int, pm: int) -> Scorer:
             return int((1 - abs((fc - fm) / 2)) * 100.0)
         return MAX_NODE_SCORE  # one fraction or none: the std is 0
 
+    one.balanced = (pc, pm)  # type: ignore[attr-defined]  # what ``fused_value`` inlines
     return per_node(one)
+
+
+def fused_value(check: Any, scores: Sequence[tuple[Any, int]], infeasible: int) -> Callable[[NodeInfo], int] | None:
+    """The default policy's per-node work in one function: the cpu/memory fit check, then
+    ``least_weight * LeastAllocated + balanced_weight * BalancedAllocation``, or ``infeasible``.
+
+    Same arithmetic as ``fit_check`` (its common case), ``_fast_least`` and ``_fast_balanced``,
+    inlined: the placement engine calls this once per node and pod shape, which at fleet scale
+    is most of its time. None unless the check and the two per-node scores are exactly those.
+    """
+    fits = getattr(check, "fits_cpu_memory", None)
+    least = next(((getattr(one, "least_allocated"), w) for one, w in scores if hasattr(one, "least_allocated")), None)
+    balanced = next(((getattr(one, "balanced"), w) for one, w in scores if hasattr(one, "balanced")), None)
+    if fits is None or least is None or balanced is None or len(scores) != 2:
+        return None
+    cpu, mem = fits
+    (wc, wm, lc, lm), w_least = least
+    (bc, bm), w_balanced = balanced
+    least_weight = wc + wm
+
+    def value(node: NodeInfo) -> int:
+        ac, am = node.alloc_cpu, node.alloc_mem
+        if not (len(node.pods) < node.alloc_pods and (cpu <= ac - node.req_cpu or cpu <= 0) and (mem <= am - node.req_mem or mem <= 0)):
+            return infeasible
+        total, weight = 0, least_weight
+        if ac:
+            rc = node.nz_cpu + lc
+            if rc <= ac:
+                total += (ac - rc) * MAX_NODE_SCORE // ac * wc
+        else:
+            weight -= wc
+        if am:
+            rm = node.nz_mem + lm
+            if rm <= am:
+                total += (am - rm) * MAX_NODE_SCORE // am * wm
+        else:
+            weight -= wm
+        least_score = total // weight if weight else 0
+        if ac and am:
+            fc = float(node.req_cpu + bc) / float(ac)
+            fm = float(node.req_mem + bm) / float(am)
+            balanced_score = int((1 - abs(((fc if fc <= 1 else 1.0) - (fm if fm <= 1 else 1.0)) / 2)) * 100.0)
+        else:
+            balanced_score = MAX_NODE_SCORE
+        return w_least * least_score + w_balanced * balanced_score
+
+    return value
 
 
 def balanced_score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
@@ -328,6 +380,7 @@ class Fit(Plugin):
     name = "NodeResourcesFit"
     has_filter = True
     has_score = True
+    pod_only = True
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
@@ -349,6 +402,7 @@ class BalancedAllocation(Plugin):
 
     name = "NodeResourcesBalancedAllocation"
     has_score = True
+    pod_only = True
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)

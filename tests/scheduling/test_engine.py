@@ -26,8 +26,9 @@ from scheduling.engine import (
     num_feasible_nodes_to_find,
 )
 from scheduling.framework import PLUGINS, filter_nodes, score_nodes
+from scheduling.plugins.base import Plugin
 from scheduling.simplacer import engine_placer
-from scheduling.status import ArgsError, FilterResult, Status
+from scheduling.status import SKIP, ArgsError, FilterResult, Status
 from tests.scheduling.wrappers import REQUIRED, make_node, make_pod
 
 FUZZ = settings(database=None, deadline=None, max_examples=120, suppress_health_check=[HealthCheck.too_slow])
@@ -320,10 +321,76 @@ def test_replicas_sharing_a_spec_place_as_independent_pods(seed: int) -> None:
         shape["metadata"].pop("labels", None)  # the simulator's placer sees name, namespace and spec
     place = engine_placer(nodes)
     plain = Scheduler(Policy.default(), nodes, [], namespaces)
-    for i in range(24):
+    for run in range(8):
         shape = shapes[rnd.randrange(len(shapes))]
-        replica = {"metadata": {"name": f"r{i}", "namespace": shape["metadata"]["namespace"]}, "spec": shape["spec"]}
-        assert place(replica) == plain.schedule(copy.deepcopy(replica)).node
+        replicas = [{"metadata": {"name": f"r{run}-{i}", "namespace": shape["metadata"]["namespace"]}, "spec": shape["spec"]}
+                    for i in range(rnd.randint(1, 6))]
+        assert place(replicas) == [plain.schedule(copy.deepcopy(replica)).node for replica in replicas]
+
+
+MERIDIAN_SCORES = ("ExtendedBalancedAllocation", "WaterLevelStackSpread", "MostAvailable")
+
+
+class _CrowdAverse(Plugin):
+    """Skips scoring until the cluster holds three pods, then prefers the nodes after the
+    busiest one: an outcome (SKIP) that does not survive placements, as any plugin that is
+    not pod-only may have (``survives_placement`` False), so a run of replicas must not keep
+    the plan it made while the plugin skipped."""
+
+    name = "CrowdAverse"
+    has_score = True
+
+    def prescore(self, cluster: Any, pod: Any) -> Any:
+        if cluster.pod_count < 3:
+            return SKIP
+        busiest = max(cluster.nodes, key=lambda n: len(n.pods)).index
+        return lambda nodes: [100 if n.index > busiest else 0 for n in nodes]
+
+
+def test_a_run_of_replicas_drops_its_plan_when_an_outcome_does_not_survive(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(PLUGINS, _CrowdAverse.name, _CrowdAverse)
+    nodes = [node(f"n{i:02d}", cpu="64", mem="256Gi") for i in range(30)]
+    policy = Policy(scores=(PluginSpec("NodeResourcesFit"), PluginSpec(_CrowdAverse.name, 5)), percentage_of_nodes_to_score=100)
+    fast, plain = Scheduler(policy, nodes), Scheduler(policy, nodes)
+    plain.local_cycle = plain.plan_cache = plain.static_prepass = False
+    replicas = [make_pod().name(f"r{i}").req({"cpu": "100m", "memory": "128Mi"}).obj() for i in range(12)]
+    assert fast.schedule_replicas(replicas) == [plain.schedule(copy.deepcopy(r)) for r in replicas]
+
+
+@settings(database=None, deadline=None, max_examples=80, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), percentage=st.sampled_from((0, 5, 50, 100)), meridian=st.booleans())
+def test_runs_of_replicas_place_as_pods_one_by_one(seed: int, percentage: int, meridian: bool) -> None:
+    """``schedule_replicas`` keeps one plan for a run of replicas while its plugins' outcomes
+    survive the run's own placements: placements, scores and rotation equal scheduling each
+    replica alone with every shortcut off, under the default policy or one with Meridian's
+    load- and water-level-aware scores (whose outcomes change with every placement), on
+    clusters where placed pods carry required anti-affinity."""
+    rnd = random.Random(seed)
+    nodes = []
+    for i in range(rnd.choice((3, 40, 130))):
+        resources = {"cpu": str(rnd.choice((2, 4, 8))), "memory": f"{rnd.choice((4, 8, 16))}Gi", "pods": str(rnd.choice((5, 110)))}
+        nodes.append(make_node().name(f"n{i:03d}").capacity(resources).labels({"zone": f"zone{rnd.randint(0, 2)}"}).obj())
+    existing = []
+    if rnd.random() < 0.3:  # a placed pod repelling app=a from its zone
+        existing.append(make_pod().name("guard").namespace("ns1").node(nodes[0]["metadata"]["name"]).affinity({"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "zone"}]}}).obj())
+    scores = Policy.default().scores + tuple(PluginSpec(name, rnd.randint(1, 3)) for name in MERIDIAN_SCORES if meridian and rnd.random() < 0.6)
+    policy = Policy(scores=scores, percentage_of_nodes_to_score=percentage)
+    fast = Scheduler(policy, nodes, existing)
+    plain = Scheduler(policy, nodes, existing)
+    plain.local_cycle = plain.plan_cache = plain.static_prepass = False
+    shapes = [_random_pod(rnd, None) for _ in range(4)]
+    for shape in shapes[:2]:
+        shape["spec"].pop("affinity", None)
+    for run in range(10):
+        shape = shapes[rnd.randrange(len(shapes))]
+        replicas = []
+        for i in range(rnd.randint(1, 12)):
+            replica = copy.deepcopy(shape)
+            replica["metadata"]["name"] = f"r{run}-{i}"
+            replicas.append(replica)
+        assert fast.schedule_replicas(replicas) == [plain.schedule(copy.deepcopy(r)) for r in replicas]
+        assert fast.next_start == plain.next_start
 
 
 @settings(database=None, deadline=None, max_examples=80, suppress_health_check=[HealthCheck.too_slow])
