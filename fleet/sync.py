@@ -21,6 +21,7 @@ from core.sql import BATCH, delete_in_batches, insert_rows
 from kube.quantity import BINARY_SI, DECIMAL_SI, Quantity
 
 from .connectors.base import Connector, ConnectorError
+from .informer import ClusterInformers
 from .inventory import USAGE_FIELDS, Snapshot, build_snapshot, parse_time
 from .models import Cluster, Node, Pod, Workload
 from .signals import nodes_changed, workloads_changed
@@ -56,11 +57,24 @@ def read_cluster(connector: Connector) -> tuple[Snapshot, str, list[str]]:
     return snapshot, info.kubernetes_version, list(info.api_resources)
 
 
-def sync_cluster(cluster: Cluster, connector: Connector, *, now: datetime | None = None) -> SyncReport:
+def read_informed(connector: Connector, informers: ClusterInformers) -> tuple[Snapshot, str, list[str]]:
+    """The same as ``read_cluster``, from the cluster's informers (``fleet.informer``): after the
+    first sync, one watch per kind returning only what changed, and the NodeMetrics list."""
+    info = connector.server_info()
+    with informers.lock:
+        informers.refresh(connector)
+        nodes, pods, workloads = informers.items("v1", "Node"), informers.items("v1", "Pod"), informers.workloads()
+    metrics = connector.list("metrics.k8s.io/v1beta1", "NodeMetrics").items if METRICS_RESOURCE in info.api_resources else []
+    return build_snapshot(nodes, pods, workloads, metrics), info.kubernetes_version, list(info.api_resources)
+
+
+def sync_cluster(cluster: Cluster, connector: Connector, *, now: datetime | None = None,
+                 informers: ClusterInformers | None = None) -> SyncReport:
+    """Mirror the cluster into the inventory; through ``informers`` when given (watches instead of lists)."""
     now = now or timezone.now()
     report = SyncReport(cluster=cluster.name)
     try:
-        snapshot, version, api_resources = read_cluster(connector)
+        snapshot, version, api_resources = read_cluster(connector) if informers is None else read_informed(connector, informers)
     except ConnectorError as exc:
         mark_unreachable(cluster, exc, now)
         report.ok, report.message = False, str(exc)

@@ -12,7 +12,10 @@ from core.context import acting_as
 from core.locks import LockBusy, hold
 from core.sharding import sharded_task
 
+from kube.hashing import object_digest
+
 from .connectors.base import ConnectorError
+from .informer import informers_for
 from .models import Cluster
 from .queries import fleet_summary
 from .services import connector_for
@@ -38,7 +41,7 @@ def sync_cluster_task(cluster_name: str, requested: bool = False) -> dict | None
             if cluster is None:
                 return {"cluster": cluster_name, "ok": False, "message": "no such cluster"}
             with acting_as("system:fleet-sync"):
-                return _sync(cluster)
+                return _sync(cluster, requested)
     except LockBusy:
         if requested:
             raise
@@ -46,14 +49,28 @@ def sync_cluster_task(cluster_name: str, requested: bool = False) -> dict | None
         return {"cluster": cluster_name, "skipped": "a sync of this cluster is running"}
 
 
-def _sync(cluster: Cluster) -> dict:
+def _sync(cluster: Cluster, requested: bool = False) -> dict:
+    """One sync. A real cluster is read through this worker's informers of it (a list the
+    first time, then watches); after a failure, periodic syncs back off (15 s doubling to
+    5 min) while a requested one tries at once."""
+    informers = informers_for(cluster.pk, _fingerprint(cluster)) if cluster.connector == Cluster.ConnectorKind.KUBERNETES else None
+    if informers is not None and not requested and informers.backing_off():
+        return {"cluster": cluster.name, "skipped": f"backing off after {informers.failures} failed syncs"}
     try:
         connector = connector_for(cluster)
     except ConnectorError as exc:
         mark_unreachable(cluster, exc, timezone.now())
         return {"cluster": cluster.name, "ok": False, "message": str(exc)}
     with connector:
-        return sync_cluster(cluster, connector).as_dict()
+        report = sync_cluster(cluster, connector, informers=informers)
+    if informers is not None:
+        informers.record(report.ok)
+    return report.as_dict()
+
+
+def _fingerprint(cluster: Cluster) -> str:
+    """What the connection depends on: another kubeconfig or setting means other informers."""
+    return object_digest([cluster.connector, cluster.connector_config or {}, str(cluster.credentials or "")])
 
 
 @shared_task(name="fleet.resync_fleet", ignore_result=True)

@@ -1,8 +1,12 @@
-"""What Meridian writes to a cluster that runs Katalyst's own agents: CNCs and target objects.
+"""What Meridian writes to a cluster that runs Katalyst's own agents: CNCs, the
+KatalystCustomConfig of each config type, and the target objects with their status.
 
 Upstream agents read ``CustomNodeConfig`` objects (one per node, its
 ``status.katalystCustomConfigList`` naming the target and hash per config type) and the
 target objects themselves, so for such clusters the reconciler's outcome is mirrored there.
+Every Katalyst CRD declares the status subresource: an API server drops ``status`` from a
+write to the main resource, so the task writes each object (``without_status``) and then its
+status (``Connector.apply_status``), as upstream's controllers do.
 Plain data in, Kubernetes objects out; the task in ``tasks.py`` applies them.
 """
 
@@ -38,3 +42,26 @@ def target_object(manifest: Mapping[str, Any]) -> dict[str, Any]:
     body = {k: v for k, v in manifest.items() if k != "status"}
     body["metadata"] = dict(body["metadata"], namespace=TARGET_NAMESPACE)
     return body
+
+
+def katalyst_custom_config(group: str, version: str, resource: str, allowed_keys: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The KatalystCustomConfig registering a config type (upstream's KCC), named after the
+    type's resource: its target type and the selector keys allowed per priority; Katalyst's
+    controllers find it by target type and validate targets against it."""
+    return {"apiVersion": API_VERSION, "kind": "KatalystCustomConfig",
+            "metadata": {"name": resource, "namespace": TARGET_NAMESPACE},
+            "spec": {"targetType": {"group": group, "version": version, "resource": resource},
+                     "nodeLabelSelectorAllowedKeyList": [{"priority": int(e.get("priority", 0)), "keyList": list(e.get("keyList") or [])}
+                                                         for e in allowed_keys]}}
+
+
+def target_status(config_hash: str, generation: int, target_nodes: int, canary_nodes: int, updated_target_nodes: int) -> dict[str, Any]:
+    """Upstream's ``GenericConfigStatus`` of a target in one cluster: the nodes it targets, those
+    let onto it (a paced rollout holds back the rest), those whose CNC carries its hash."""
+    return {"targetNodes": target_nodes, "canaryNodes": canary_nodes, "updatedTargetNodes": updated_target_nodes,
+            "updatedNodes": updated_target_nodes, "currentHash": config_hash, "observedGeneration": generation,
+            "conditions": [{"type": "Valid", "status": "True", "reason": "", "message": ""}]}
+
+
+def without_status(obj: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k != "status"}

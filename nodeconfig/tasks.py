@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Any
 
 from celery import shared_task
-from django.db.models import F, Q
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from core.context import acting_as
@@ -18,7 +19,7 @@ from fleet.simulator import agent_report
 
 from . import etags, services
 from .agent import record_reports
-from .katalyst import custom_node_config, runs_katalyst, target_object
+from .katalyst import custom_node_config, katalyst_custom_config, runs_katalyst, target_object, target_status, without_status
 from .models import ConfigTarget, ConfigType, NodeConfig
 from .reconcile import reconcile, reconcile_nodes
 from .rollout import reconcile_targets, step_all
@@ -119,30 +120,60 @@ def cluster_shard_key(cluster_name: str) -> str:
 
 @sharded_task(shard_key=cluster_shard_key, name="nodeconfig.push_to_cluster", ignore_result=True)
 def push_to_cluster(cluster_name: str, node_names: list[str] | None = None) -> dict:
-    """Mirror node configs (CNCs) and live targets into a cluster running Katalyst agents.
+    """Mirror node configs into a cluster running Katalyst agents: the CNC of each named node
+    (every node without names), then the targets those CNCs name, each with its status, and
+    their config types' KatalystCustomConfigs. Objects first, status through the status
+    subresource (``katalyst``): a real API server keeps a CRD's status nowhere else.
 
     An unreachable or failing API server raises a transient ``ConnectorError``: the job is
-    retried with backoff until the cluster answers.
+    retried with backoff until the cluster answers; every write is an idempotent apply.
     """
     cluster = Cluster.objects.filter(name=cluster_name).first()
     if cluster is None or not runs_katalyst(cluster.api_resources, cluster.connector, cluster.connector_config or {}):
         return {"written": 0}
-    rows = NodeConfig.objects.filter(cluster=cluster).exclude(config_hash="").select_related("node", "config_type", "target")
+    rows = NodeConfig.objects.filter(cluster=cluster).exclude(config_hash="")
     nodes = Node.objects.filter(cluster=cluster)
     if node_names is not None:
         rows, nodes = rows.filter(node__name__in=node_names), nodes.filter(name__in=node_names)
     entries: dict[str, list[dict[str, str]]] = {}
-    for row in rows:
-        entries.setdefault(row.node.name, []).append({
-            "group": row.config_type.group, "version": row.config_type.version, "resource": row.config_type.resource,
-            "target": row.target.name if row.target else "", "hash": row.config_hash})
-    targets = ConfigTarget.objects.filter(deleted=False).filter(Q(cluster=cluster) | Q(cluster__isnull=True)).select_related(
-        "config_type", "cluster", "revision")
+    target_ids: set[int] = set()
+    for node, group, version, resource, target_id, target, config_hash in rows.values_list(
+            "node__name", "config_type__group", "config_type__version", "config_type__resource", "target_id", "target__name",
+            "config_hash").iterator(chunk_size=5000):
+        entries.setdefault(node, []).append({"group": group, "version": version, "resource": resource, "target": target or "",
+                                             "hash": config_hash})
+        if target_id:
+            target_ids.add(target_id)
     written = 0
     with connector_for(cluster) as connector:
-        for target in targets:
-            connector.apply(target_object(services.manifest_of(target)), field_manager="meridian-nodeconfig")
-        for name, labels in nodes.values_list("name", "labels"):
-            connector.apply(custom_node_config(name, labels or {}, entries.get(name, [])), field_manager="meridian-nodeconfig")
+        for name, labels in nodes.values_list("name", "labels").iterator(chunk_size=5000):
+            cnc = custom_node_config(name, labels or {}, entries.get(name, []))
+            connector.apply(without_status(cnc), field_manager=FIELD_MANAGER)
+            connector.apply_status(cnc, field_manager=FIELD_MANAGER)
             written += 1
+        _push_targets(connector, cluster, target_ids)
     return {"written": written}
+
+
+FIELD_MANAGER = "meridian-nodeconfig"
+
+
+def _push_targets(connector: Any, cluster: Cluster, target_ids: set[int]) -> None:
+    """The targets the pushed CNCs name, their status counted over this cluster's nodes, and
+    their config types' KatalystCustomConfigs."""
+    targets = ConfigTarget.objects.filter(pk__in=target_ids, deleted=False).select_related("config_type", "cluster", "revision")
+    counts = {row["target_id"]: row for row in NodeConfig.objects.filter(cluster=cluster, target_id__in=target_ids).values(
+        "target_id").annotate(released=Count("pk"), updated=Count("pk", filter=Q(config_hash=F("target__config_hash"))))}
+    matched = dict(NodeConfig.objects.filter(cluster=cluster, matched_target_id__in=target_ids).values("matched_target_id").annotate(
+        n=Count("pk")).values_list("matched_target_id", "n"))
+    types = {}
+    for target in targets:
+        types[target.config_type_id] = target.config_type
+        stored = connector.apply(without_status(target_object(services.manifest_of(target))), field_manager=FIELD_MANAGER)
+        count = counts.get(target.pk, {"released": 0, "updated": 0})
+        status = target_status(target.config_hash, int((stored.get("metadata") or {}).get("generation") or 1),
+                               matched.get(target.pk, 0), count["released"], count["updated"])
+        connector.apply_status(dict(stored, status=status), field_manager=FIELD_MANAGER)
+    for config_type in types.values():
+        connector.apply(katalyst_custom_config(config_type.group, config_type.version, config_type.resource,
+                                               config_type.allowed_keys or []), field_manager=FIELD_MANAGER)

@@ -11,6 +11,7 @@ from django.conf import settings
 from config.celery import app
 from core.jobs import enqueue
 from core.models import Job
+from tests.workers import wait_for_job
 from core.redis import get_redis
 from core.sharding import all_shard_queues, parse_shard_spec, shard_for, shard_queue, sharded_task
 from kube.hashing import fnv32a, stable_hash
@@ -92,16 +93,6 @@ def test_a_job_enqueued_with_extra_arguments_routes_by_its_key_and_runs():
         job = enqueue("tests.where_am_i", key, payload="outbox")  # outside a transaction: sent at once
         job = wait_for_job(job.task_id)
     assert job.status == Job.Status.SUCCEEDED and job.result["queue"] == queue and job.attempts == 1
-
-
-def wait_for_job(task_id: str, timeout: float = 20) -> Job:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = Job.objects.filter(task_id=task_id).first()
-        if job is not None and job.status in Job.FINISHED:
-            return job
-        time.sleep(0.05)
-    raise AssertionError(f"job of task {task_id} did not finish: {job and job.status}")
 
 
 def test_explicit_queue_overrides_the_shard():

@@ -91,6 +91,12 @@ class Connector(abc.ABC):
         """Create or update ``obj`` (server-side apply where the server supports it)."""
 
     @abc.abstractmethod
+    def apply_status(self, obj: Mapping[str, Any], *, field_manager: str = "meridian") -> dict[str, Any]:
+        """Write ``obj``'s ``status`` through the status subresource, where an API server keeps
+        the status of a resource that declares one (every Katalyst CRD does): a write to the main
+        resource drops it there. The object must exist. Returns the object as stored."""
+
+    @abc.abstractmethod
     def patch(
         self, api_version: str, kind: str, name: str, patch: Any, *, namespace: str | None = None,
         patch_type: Literal["merge", "json", "strategic"] = "merge",

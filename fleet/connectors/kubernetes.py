@@ -45,7 +45,7 @@ APPLY_FALLBACK_STATUSES = frozenset({404, 405, 415})
 #: Answers that prove the server has no server-side apply at all, so later applies skip it.
 APPLY_UNSUPPORTED_STATUSES = frozenset({405, 415})
 
-_REASONS = {400: "invalid", 401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "conflict", 410: "conflict",
+_REASONS = {400: "invalid", 401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "conflict", 410: "conflict", 429: "throttled",
             422: "invalid"}
 _QUERY_FLAGS = ("watch", "allow_watch_bookmarks", "force_conflicts")
 _SECRET_FIELDS = frozenset({"token", "password", "client-key-data", "client-certificate-data", "id-token", "refresh-token",
@@ -194,6 +194,31 @@ class KubernetesConnector(Connector):
                 self._server_side_apply = exc.status not in APPLY_UNSUPPORTED_STATUSES
         return self._create_or_merge(resource, body, name, namespace, field_manager)
 
+    def apply_status(self, obj: Mapping[str, Any], *, field_manager: str = "meridian") -> dict[str, Any]:
+        """Server-side apply of ``status`` alone to ``<resource>/status`` (a merge patch there when
+        the server has no apply). A resource without a status subresource keeps its status on the
+        main resource, so the whole object is applied instead."""
+        api_version, kind, name, namespace = _identity(obj)
+        resource = self._resource(api_version, kind)
+        _check_address(resource, name, namespace)
+        status_resource = getattr(resource, "subresources", {}).get("status")
+        if status_resource is None:
+            return self.apply(obj, field_manager=field_manager)
+        meta = {"name": name} | ({"namespace": namespace} if namespace else {})
+        body = {"apiVersion": api_version, "kind": kind, "metadata": meta, "status": obj.get("status") or {}}
+        if self._server_side_apply:
+            try:
+                return self._json(lambda: self._client().server_side_apply(
+                    status_resource, body=body, name=name, namespace=namespace, field_manager=field_manager, force_conflicts=True,
+                    serialize=False))
+            except ConnectorError as exc:
+                if exc.status not in APPLY_UNSUPPORTED_STATUSES:
+                    raise
+                self._server_side_apply = False
+        return self._json(lambda: self._client().patch(
+            status_resource, body={"status": body["status"]}, name=name, namespace=namespace,
+            content_type=PATCH_CONTENT_TYPES["merge"], field_manager=field_manager, serialize=False))
+
     def patch(self, api_version: str, kind: str, name: str, patch: Any, *, namespace: str | None = None,
               patch_type: Literal["merge", "json", "strategic"] = "merge") -> dict[str, Any]:
         """Strategic merge patches work on built-in kinds only: servers answer 415 for custom resources."""
@@ -325,7 +350,10 @@ def _load_configuration(settings: KubernetesConnectorConfig) -> _LoadedConfig:
         raise _config_error(f"cannot read {exc.filename or 'the kubeconfig'}: {exc.strerror}") from None
     except (ConfigException, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise _config_error(_redact(_first_line(exc), secrets)) from None
-    loaded.configuration.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0, backoff_factor=0.2)
+    # One retry of a failed connection. A 429 or 503 is answered, not slept on (urllib3 would wait
+    # out its Retry-After inside the request): the caller backs off, other clusters go on.
+    loaded.configuration.retries = urllib3.Retry(total=1, connect=1, read=0, redirect=0, status=0, backoff_factor=0.2,
+                                                 respect_retry_after_header=False)
     return loaded
 
 

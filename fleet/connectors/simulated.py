@@ -55,6 +55,8 @@ Key = tuple[str, str, str, str]  # apiVersion, kind, namespace, name
 NODE_PATCH = ("sim.meridian.io/v1", "NodePatch")
 POD_PATCH = ("sim.meridian.io/v1", "PodPatch")
 POD = ("v1", "Pod")
+#: API groups whose kinds keep ``status`` behind the status subresource (Katalyst's CRDs declare it).
+STATUS_SUBRESOURCE_GROUPS = ("config.katalyst.kubewharf.io/",)
 GENERATED = {("v1", "Node"), ("v1", "Pod"), ("apps/v1", "ReplicaSet"), ("metrics.k8s.io/v1beta1", "NodeMetrics")}
 
 
@@ -181,12 +183,30 @@ class SimulatedConnector(Connector):
         body = copy.deepcopy(dict(obj))
         if (api_version, kind) == POD:
             body.pop("status", None)  # the simulator computes a stored pod's status
+        elif api_version.startswith(STATUS_SUBRESOURCE_GROUPS):  # as an API server does: status only through /status
+            body.pop("status", None)
+            if current is not None and "status" in current:
+                body["status"] = current["status"]
         meta = body.setdefault("metadata", {})
         wanted_version = meta.get("resourceVersion")
         if current is not None and wanted_version and wanted_version != current["metadata"]["resourceVersion"]:
             raise ConnectorError(f"{kind} {name}: the object has been modified; resourceVersion {wanted_version} is stale",
                                  reason="conflict", status=409)
         self._stamp(body, current, field_manager)
+        self.store.put(key, body)
+        return body
+
+    def apply_status(self, obj: Mapping[str, Any], *, field_manager: str = "meridian") -> dict[str, Any]:
+        api_version, kind, namespace, name = _identity_of(obj)
+        if not api_version.startswith(STATUS_SUBRESOURCE_GROUPS):
+            return self.apply(obj, field_manager=field_manager)
+        key = (api_version, kind, namespace, name)
+        current = self.store.get(key)
+        if current is None:
+            raise ConnectorError(f"{kind} {name} not found", reason="not_found", status=404)
+        body = copy.deepcopy(current)
+        body["status"] = copy.deepcopy(obj.get("status") or {})
+        body["metadata"]["resourceVersion"] = str(int(current["metadata"]["resourceVersion"]) + 1)
         self.store.put(key, body)
         return body
 

@@ -71,7 +71,13 @@ def test_custom_resources_round_trip_and_delete(connector):
            "metadata": {"name": "sh-7-a3-00001"}, "status": {"katalystCustomConfigList": []}}
     connector.apply(cnc)
     got = connector.get("config.katalyst.kubewharf.io/v1alpha1", "CustomNodeConfig", "sh-7-a3-00001")
+    assert "status" not in got, "Katalyst kinds keep status behind the status subresource, as on an API server"
+    connector.apply_status(cnc)
+    got = connector.get("config.katalyst.kubewharf.io/v1alpha1", "CustomNodeConfig", "sh-7-a3-00001")
     assert got["status"] == {"katalystCustomConfigList": []}
+    connector.apply({**cnc, "status": {"katalystCustomConfigList": [{"configName": "x"}]}})
+    assert connector.get("config.katalyst.kubewharf.io/v1alpha1", "CustomNodeConfig", "sh-7-a3-00001")["status"] == \
+        {"katalystCustomConfigList": []}
     patched = connector.patch("config.katalyst.kubewharf.io/v1alpha1", "CustomNodeConfig", "sh-7-a3-00001",
                               [{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}], patch_type="json")
     assert patched["metadata"]["labels"] == {"a": "b"}

@@ -175,3 +175,31 @@ def test_both_apps_show_the_same_api_server_files(client, admin_api, admin_user,
         assert texts[0] == texts[1] and texts[0].strip(), block
     assert "MutatingAdmissionWebhook" in pages[0] and "ValidatingAdmissionWebhook" in pages[1]
     assert "name: meridian.corp:443" in pages[0]
+
+
+# ---------------------------------------------------------------------------- a real cluster
+
+
+def test_both_webhook_configurations_are_applied_to_a_real_cluster(db, settings):
+    """Through the Kubernetes connector over HTTP: what an API server then holds and calls."""
+    from fleet.services import register_cluster
+    from tests.kubeapi import ApiServer, kubeconfig, serve
+
+    settings.MERIDIAN_PUBLIC_URL = "https://meridian.corp"
+    api = ApiServer(token="admin-token")
+    with serve(api) as url:
+        cluster = register_cluster({"name": "k8s-1", "connector": "kubernetes", "kubeconfig": kubeconfig(url, "admin-token"),
+                                    "connector_config": {}})
+        for config, resource in ((QUOTAS, "validatingwebhookconfigurations"), (SCHEDULING, "mutatingwebhookconfigurations")):
+            applied = webhooks.apply(cluster, config, ca_bundle=CA_PEM)
+            stored = api.object(f"admissionregistration.k8s.io/v1/{resource}", config.name)
+            assert stored is not None and stored["webhooks"] == applied["webhooks"]
+            expected = webhooks.webhook_configuration(cluster, config, ca_bundle=CA_PEM)
+            assert stored["webhooks"] == expected["webhooks"]
+            for hook in stored["webhooks"]:
+                assert hook["clientConfig"]["url"].startswith("https://meridian.corp/")
+                assert base64.b64decode(hook["clientConfig"]["caBundle"]).decode().strip() == CA_PEM.strip()
+                assert hook["failurePolicy"] == "Fail"
+            again = webhooks.apply(cluster, config, ca_bundle=CA_PEM)  # idempotent: the same object, applied again
+            assert again["metadata"]["uid"] == stored["metadata"]["uid"]
+        assert api.count("PATCH", "webhookconfigurations/") == 4

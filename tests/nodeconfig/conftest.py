@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -88,60 +87,8 @@ def deliver(django_capture_on_commit_callbacks):
     return block
 
 
-def purge_queues(*shard_keys: str) -> None:
-    """Drop the messages waiting in these keys' shard queues (all shard queues and ``default``
-    without keys): messages of jobs whose database rows are gone, or never meant to run."""
-    from core.redis import get_redis
-    from core.sharding import all_shard_queues, shard_queue
-
-    redis = get_redis()
-    queues = sorted({shard_queue(key) for key in shard_keys}) if shard_keys else [*all_shard_queues(), "default"]
-    for queue in queues:
-        redis.delete(queue, *redis.scan_iter(match=f"{queue}\x06\x16*"))
-
-
-@pytest.fixture
-def purge_shard_queues():
-    """For ``transaction=True`` tests whose commits send job messages that no worker consumes:
-    the messages go with the test, so no later test's worker runs them against its own rows."""
-    yield
-    purge_queues()
-
-
-@contextlib.contextmanager
-def shard_worker(*shard_keys: str, purge: bool = True) -> Iterator[None]:
-    """A real Celery worker (in a thread of this process) consuming the shard queues of these keys.
-
-    For ``transaction=True`` tests only: the worker reads committed rows. Messages that earlier
-    tests left in those queues name jobs of databases that were rolled back since, so they are
-    dropped first (``purge=False`` keeps what this test sent before the worker started).
-    """
-    from celery.contrib.testing.worker import start_worker
-
-    from config.celery import app
-    from core.sharding import shard_queue
-
-    if purge:
-        purge_queues(*shard_keys)
-    queues = sorted({shard_queue(key) for key in shard_keys})
-    with start_worker(app, queues=queues, perform_ping_check=False, pool="solo", shutdown_timeout=10):
-        yield
-
-
 def type_key(config_type: ConfigType | int) -> str:
     """The shard key of a config type's reconcile jobs (``nodeconfig.tasks.type_shard_key``)."""
     from nodeconfig.tasks import type_shard_key
 
     return type_shard_key(config_type if isinstance(config_type, int) else config_type.pk)
-
-
-def wait_for_job(job: Job | int, timeout: float = 30) -> Job:
-    """The job once it finished (succeeded, failed or canceled); fails the test after ``timeout``."""
-    pk = job if isinstance(job, int) else job.pk
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        current = Job.objects.get(pk=pk)
-        if current.status in Job.FINISHED:
-            return current
-        time.sleep(0.05)
-    raise AssertionError(f"job {pk} did not finish within {timeout} s: {current.status} {current.error}")

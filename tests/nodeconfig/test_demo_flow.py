@@ -150,7 +150,8 @@ def test_push_jobs_are_routed_to_their_clusters_shard_and_run(fleet, admin_qos, 
     from nodeconfig.services import RECONCILE_TASK, TargetSpec, save_target
     from nodeconfig.tasks import cluster_shard_key
 
-    from .conftest import shard_worker, type_key, wait_for_job
+    from tests.workers import shard_worker, wait_for_job
+    from .conftest import type_key
 
     bj = fleet["bj-1"]
     bj.connector_config = bj.connector_config | {"katalyst_agents": True}

@@ -19,7 +19,8 @@ from nodeconfig.etags import etag_key
 from nodeconfig.models import ConfigRevision, ConfigTarget, NodeConfig
 from nodeconfig.services import RECONCILE_TASK, TargetSpec, canonical_selector, emergency_downgrade, save_target
 
-from .conftest import purge_queues, settle, shard_worker, type_key, wait_for_job
+from tests.workers import purge_queues, shard_worker, wait_for_job
+from .conftest import settle, type_key
 
 pytestmark = pytest.mark.django_db
 EMERGENCY = "/api/v1/nodeconfig/emergency-downgrade/"

@@ -13,7 +13,8 @@ from nodeconfig.models import ConfigTarget, NodeConfig
 from nodeconfig.rollout import advance_rollout, progress
 from nodeconfig.services import TargetSpec, emergency_downgrade, restore_downgrade, save_target
 
-from .conftest import settle, shard_worker, type_key, wait_for_job
+from tests.workers import shard_worker, wait_for_job
+from .conftest import settle, type_key
 
 pytestmark = pytest.mark.django_db
 EMERGENCY = "/api/v1/nodeconfig/emergency-downgrade/"

@@ -1,0 +1,122 @@
+"""Inventory sync of a real cluster, end to end over HTTP: registered from a kubeconfig, synced by
+a real worker through the Kubernetes connector against ``tests.kubeapi``'s API server. The first
+sync lists; later ones watch from the listed resourceVersion (one request per kind, whatever the
+node count), a 410 Gone relists, and a failing server shows on the cluster and is backed off."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from core.models import Job
+from fleet import informer
+from fleet.models import Cluster, Node, Pod
+from fleet.services import SYNC_TASK, register_cluster, request_sync
+from fleet.tasks import cluster_shard_key
+from tests.kubeapi import ApiServer, kubeconfig, serve
+from tests.workers import shard_worker, wait_for_job
+
+TOKEN = "emulated-cluster-token"
+NODES = 2000
+
+
+def node(i: int, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"n{i:04d}", "labels": {"pool": "a", **labels}},
+            "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110"}, "capacity": {"cpu": "32", "memory": "128Gi"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def pod(name: str, node_name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "shop"},
+            "spec": {"nodeName": node_name, "containers": [{"name": "c", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}]},
+            "status": {"phase": "Running"}}
+
+
+@pytest.fixture
+def api_server():
+    informer.forget()
+    api = ApiServer(token=TOKEN)
+    for i in range(NODES):
+        api.put("v1/nodes", node(i))
+    api.put("v1/pods", pod("web-1", "n0001"))
+    with serve(api) as url:
+        yield api, url
+    informer.forget()
+
+
+def _discovery(path: str) -> bool:
+    """``/version``, ``/api``, ``/apis``, ``/api/v1``, ``/apis/<group>/<version>``: not a resource."""
+    return path in ("/version", "/api", "/apis") or (path.startswith("/api/") and path.count("/") == 2) or (
+        path.startswith("/apis/") and path.count("/") == 3)
+
+
+def sync(cluster: Cluster) -> Job:
+    job = wait_for_job(request_sync(cluster))
+    assert job.status == Job.Status.SUCCEEDED, job.error
+    return job
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_cluster_is_listed_once_then_watched(api_server, purge_shard_queues):
+    api, url = api_server
+    with shard_worker(cluster_shard_key("k8s-1")):
+        cluster = register_cluster({"name": "k8s-1", "connector": "kubernetes", "kubeconfig": kubeconfig(url, TOKEN),
+                                    "connector_config": {}})
+        first = wait_for_job(Job.objects.get(kind=SYNC_TASK, object_id=str(cluster.pk)))
+        assert first.status == Job.Status.SUCCEEDED, first.error
+        assert first.result["created"]["nodes"] == NODES
+        assert Node.objects.filter(cluster=cluster).count() == NODES
+        assert Node.objects.get(cluster=cluster, name="n0001").cpu_requested_milli == 2000
+        lists = api.count("GET", "/api/v1/nodes", watch=None)
+        assert lists == NODES // 500, "listed in pages of 500"
+
+        api.put("v1/nodes", node(7, pool="b", diskMode="hdd"))
+        api.put("v1/pods", pod("web-2", "n0007"))
+        api.delete_object("v1/pods", "web-1", "shop")
+        second = sync(cluster)
+        assert second.result["updated"]["nodes"] == 2, "n0007 relabelled and holding a pod, n0001 freed"
+        assert Node.objects.get(cluster=cluster, name="n0007").labels == {"pool": "b", "diskMode": "hdd"}
+        assert Node.objects.get(cluster=cluster, name="n0007").cpu_requested_milli == 2000
+        assert Node.objects.get(cluster=cluster, name="n0001").cpu_requested_milli == 0
+        assert Pod.objects.get(cluster=cluster, name="web-1").finished_at is not None
+        assert api.count("GET", "/api/v1/nodes", watch=None) == lists, "no list after the first sync"
+        assert api.count("GET", "/api/v1/nodes", watch="true") >= 1
+
+        quiet = sync(cluster)  # nothing changed: nothing written, one watch per kind
+        assert sum(quiet.result["updated"].values()) == sum(quiet.result["created"].values()) == 0
+        requests = len(api.requests)
+        sync(cluster)
+        quiet_requests = api.requests[requests:]
+        watches = [r.path for r in quiet_requests if r.query.get("watch") == "true"]
+        others = [r.path for r in quiet_requests if r.query.get("watch") != "true"]
+        assert len(watches) == len(set(watches)) == len(informer.INFORMED_KINDS), "one watch per kind"
+        assert all(_discovery(path) for path in others), f"no list of {NODES} nodes, only discovery: {others}"
+
+        api.compact()  # etcd compaction: the versions the informers hold are gone
+        api.put("v1/nodes", node(9, pool="c"))
+        sync(cluster)
+        assert Node.objects.get(cluster=cluster, name="n0009").labels == {"pool": "c"}
+        assert api.count("GET", "/api/v1/nodes", watch=None) == 2 * lists, "410 Gone: relisted once (in the same pages)"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_throttling_server_shows_on_the_cluster_and_is_backed_off(api_server, purge_shard_queues):
+    api, url = api_server
+    with shard_worker(cluster_shard_key("k8s-2")):
+        cluster = register_cluster({"name": "k8s-2", "connector": "kubernetes", "kubeconfig": kubeconfig(url, TOKEN),
+                                    "connector_config": {}})
+        assert wait_for_job(Job.objects.get(kind=SYNC_TASK, object_id=str(cluster.pk))).status == Job.Status.SUCCEEDED
+        api.fail(429, match="/api/v1/nodes")
+        sync(cluster)
+        cluster.refresh_from_db()
+        assert not cluster.ready and cluster.status_reason == "throttled", cluster.status_message
+        from fleet.tasks import sync_cluster_task
+
+        before = len(api.requests)
+        skipped = wait_for_job(sync_cluster_task.delay("k8s-2").id)
+        assert "backing off" in skipped.result["skipped"] and len(api.requests) == before, "a periodic sync waits"
+        api.heal()
+        sync(cluster)  # a requested sync tries at once
+        cluster.refresh_from_db()
+        assert cluster.ready and Node.objects.filter(cluster=cluster).count() == NODES

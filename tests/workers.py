@@ -1,0 +1,56 @@
+"""Real workers for tests that go through the queue: a Celery worker in a thread of the test
+process consuming shard queues, purging stale messages, and waiting for a job to finish."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+
+from core.models import Job
+
+
+def purge_queues(*shard_keys: str) -> None:
+    """Drop the messages waiting in these keys' shard queues (all shard queues and ``default``
+    without keys): messages of jobs whose database rows are gone, or never meant to run."""
+    from core.redis import get_redis
+    from core.sharding import all_shard_queues, shard_queue
+
+    redis = get_redis()
+    queues = sorted({shard_queue(key) for key in shard_keys}) if shard_keys else [*all_shard_queues(), "default"]
+    for queue in queues:
+        redis.delete(queue, *redis.scan_iter(match=f"{queue}\x06\x16*"))
+
+
+@contextlib.contextmanager
+def shard_worker(*shard_keys: str, purge: bool = True) -> Iterator[None]:
+    """A real Celery worker (in a thread of this process) consuming the shard queues of these keys.
+
+    For ``transaction=True`` tests only: the worker reads committed rows. Messages that earlier
+    tests left in those queues name jobs of databases that were rolled back since, so they are
+    dropped first (``purge=False`` keeps what this test sent before the worker started).
+    """
+    from celery.contrib.testing.worker import start_worker
+
+    from config.celery import app
+    from core.sharding import shard_queue
+
+    if purge:
+        purge_queues(*shard_keys)
+    queues = sorted({shard_queue(key) for key in shard_keys})
+    with start_worker(app, queues=queues, perform_ping_check=False, pool="solo", shutdown_timeout=10):
+        yield
+
+
+def wait_for_job(job: Job | int | str, timeout: float = 30) -> Job:
+    """The job once it finished (succeeded, failed or canceled), by row, primary key or task id
+    (whose row may not exist yet); fails the test after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    current: Job | None = None
+    while time.monotonic() < deadline:
+        rows = Job.objects.filter(task_id=job) if isinstance(job, str) else Job.objects.filter(pk=job if isinstance(job, int) else job.pk)
+        current = rows.first()
+        if current is not None and current.status in Job.FINISHED:
+            return current
+        time.sleep(0.05)
+    raise AssertionError(f"job {job} did not finish within {timeout} s: {current and current.status} {current and current.error}")
