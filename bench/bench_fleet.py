@@ -31,6 +31,7 @@ def setup(database_url: str | None) -> None:
     os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/13")
     if database_url:
         os.environ["DATABASE_URL"] = database_url
+        os.environ["DATABASE_POOL"] = "0"  # the sync processes are forked: a pool's sockets must not be shared across fork
     else:
         os.environ.pop("DATABASE_URL", None)
     import django
