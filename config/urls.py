@@ -5,6 +5,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from core import health
+from core.metrics import MetricsView
 from nodeconfig import agent_views
 from quotas import webhook as quota_webhook
 from scheduling import webhook as scheduling_webhook
@@ -21,6 +22,7 @@ api_v1 = [
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", MetricsView.as_view(), name="metrics"),
     path("api/agent/v1/clusters/<str:cluster>/nodes/<str:node>/config", agent_views.node_config, name="agent-node-config"),
     path("api/agent/v1/clusters/<str:cluster>/nodes/<str:node>/status", agent_views.node_status, name="agent-node-status"),
     path("api/agent/v1/", include("scheduling.agent_urls")),

@@ -26,6 +26,8 @@ from typing import Any
 import orjson
 from django.db import DatabaseError, connection, connections
 
+from .metrics import count_webhook_answers, observe_request
+
 MAX_BATCH = 64
 Answer = tuple[int, dict[str, Any]]
 _JSON = (b"content-type", b"application/json")
@@ -70,7 +72,9 @@ class BatchingWebhook:
         answer: asyncio.Future = loop.create_future()
         self._pending.append((authorization, body, answer))
         self._start_batches(loop)
+        started = time.perf_counter()
         status, payload = await answer
+        observe_request(self.path, "POST", status, time.perf_counter() - started)
         content = orjson.dumps(payload)
         headers = [_JSON, (b"content-length", str(len(content)).encode())]
         if status == 401:
@@ -137,6 +141,7 @@ class BatchingWebhook:
             results = self.failed([body for _, body, _ in batch], done.exception())
         else:
             results = done.result()
+        count_webhook_answers(self.thread_name, results)
         for (_, _, answer), result in zip(batch, results, strict=True):
             if not answer.done():
                 answer.set_result(result)

@@ -10,13 +10,15 @@ class NodeconfigConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_migrate
 
-        from core import live
+        from core import live, metrics
         from core.events import register_topic_kind
         from core.roles import grant_to_operators
         from fleet.signals import nodes_changed
 
         from .models import TARGET_LIVE, ConfigTarget
-        from .rollout import progress_events
+        from .rollout import progress_events, rollout_metrics
+
+        metrics.register("nodeconfig", rollout_metrics)
 
         grant_to_operators("nodeconfig.add_configtarget", "nodeconfig.change_configtarget", "nodeconfig.delete_configtarget",
                            "nodeconfig.rollback_configtarget", "nodeconfig.rollout_configtarget",

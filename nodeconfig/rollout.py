@@ -9,7 +9,7 @@ per marked target goes out each tick, however many nodes reported.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django.db import transaction
@@ -73,6 +73,20 @@ def _summary(target: ConfigTarget, counts: dict[str, int]) -> dict[str, Any]:
                      "revision": target.observed_revision or (target.revision.number if target.revision_id else 0),
                      "hash": target.config_hash, "rollout_state": target.rollout_state, "paused": target.paused,
                      "message": target.rollout_message}
+
+
+def rollout_metrics() -> Iterator[Any]:
+    """Scrape-time figures (``core.metrics``): each live target's nodes by rollout state
+    (targeted, delivered, applied, failed, pending, held) for its current revision."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    nodes = GaugeMetricFamily("meridian_rollout_nodes", "A config target's nodes by rollout state, for its current revision.",
+                              labels=["config_type", "target", "state"])
+    targets = ConfigTarget.objects.filter(deleted=False).select_related("config_type", "revision")
+    for summary in progress_many(targets).values():
+        for state in ("targeted", "delivered", "applied", "failed", "pending", "held"):
+            nodes.add_metric([summary["config_type"], summary["target"], state], float(summary[state]))
+    yield nodes
 
 
 def failure_ratio_exceeded(counts: dict[str, int], threshold_percent: int) -> bool:

@@ -32,6 +32,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from core.context import acting_as
+from core.metrics import count_webhook_answers
 from fleet.machine import bearer
 from fleet.models import Cluster
 from fleet.tokens import token_cluster
@@ -162,6 +163,7 @@ def validate(request: HttpRequest) -> HttpResponse:
     except Exception:
         log.exception("quota webhook call failed")
         status, body = INTERNAL_ERROR
+    count_webhook_answers("quota-webhook", [(status, body)])
     response = JsonResponse(body, status=status)
     if status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="meridian-webhook"'

@@ -55,6 +55,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from core.metrics import count_webhook_answers
 from fleet.machine import bearer
 from fleet.tokens import token_cluster
 from fleet.webhooks import Hook, WebhookConfig
@@ -163,6 +164,7 @@ def decide(authorization: str, body: bytes) -> tuple[int, dict[str, Any]]:
 def mutate(request: HttpRequest) -> HttpResponse:
     """The Django route; ``scheduling.fastpath`` answers the same calls first under ASGI."""
     status, body = decide(request.headers.get("Authorization", ""), request.body)
+    count_webhook_answers("scheduling-webhook", [(status, body)])
     response = JsonResponse(body, status=status)
     if status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="meridian-webhook"'

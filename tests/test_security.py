@@ -63,3 +63,15 @@ def test_the_token_endpoint_shares_the_lockout_with_the_browser_login(client, vi
     refused = api.post("/api/v1/auth/token/", {"username": viewer.username, "password": PASSWORD}, format="json")
     assert refused.status_code == 429 and refused.json()["code"] == "throttled"
     assert client.post("/accounts/login/", {"username": viewer.username, "password": PASSWORD}).status_code == 429
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["/api/docs/", "/api/redoc/"])
+def test_the_api_documentation_loads_nothing_from_outside(client, viewer, path):
+    client.force_login(viewer)
+    response = client.get(path)
+    assert response.status_code == 200
+    html = response.content.decode()
+    outside = re.findall(r"""(?:src|href)\s*=\s*["']((?:https?:)?//[^"']+)""", html)
+    assert outside == [], "fonts, scripts and styles come from Meridian's own static files"
+    assert re.search(r"""<script src=["']/static/""", html), "the viewer's script is served by Meridian"
