@@ -20,7 +20,6 @@ families out and sets ``meridian_metrics_source_up{source}`` to 0, instead of fa
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -85,12 +84,33 @@ class MetricsMiddleware:
         return response
 
 
-_NAMED_GROUP = re.compile(r"\(\?P<(\w+)>[^)]*\)")
-
-
 def route_label(route: str) -> str:
-    """``/api/v1/fleet/clusters/<name>/`` for a path pattern or a router's regex alike."""
-    return "/" + _NAMED_GROUP.sub(r"<\1>", route).replace("^", "").replace("$", "").replace("\\.", ".")
+    """``/api/v1/fleet/clusters/<name>/`` for a path pattern or a router's regex alike: each
+    named group (nested parentheses and escapes included) becomes ``<name>``, anchors go."""
+    out: list[str] = []
+    i = 0
+    while i < len(route):
+        if route.startswith("(?P<", i):
+            end_name = route.index(">", i)
+            out.append(f"<{route[i + 4:end_name]}>")
+            depth, i = 1, end_name + 1
+            while i < len(route) and depth:
+                if route[i] == "\\":
+                    i += 1
+                elif route[i] == "(":
+                    depth += 1
+                elif route[i] == ")":
+                    depth -= 1
+                i += 1
+            continue
+        if route[i] == "\\" and i + 1 < len(route):
+            out.append(route[i + 1])
+            i += 2
+            continue
+        if route[i] not in "^$":
+            out.append(route[i])
+        i += 1
+    return "/" + "".join(out)
 
 
 # ---------------------------------------------------------------------------- read at scrape time

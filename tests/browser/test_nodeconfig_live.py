@@ -13,8 +13,8 @@ from nodeconfig.models import ConfigTarget, NodeConfig
 from nodeconfig.rollout import progress
 from nodeconfig.services import TargetSpec, latest_delivery, save_target
 from nodeconfig.tasks import simulate_agents
-from tests.nodeconfig.conftest import (  # noqa: F401 (fixtures)
-    admin_qos, clean_agent_cache, fleet, purge_queues, purge_shard_queues, settle, shard_worker, type_key, wait_for_job)
+from tests.nodeconfig.conftest import admin_qos, clean_agent_cache, fleet, settle, type_key  # noqa: F401 (fixtures)
+from tests.workers import purge_queues, shard_worker, wait_for_job  # noqa: F401
 
 from .test_console_live import log_in
 from .conftest import wait_js
