@@ -101,6 +101,7 @@ class ClusterInformers:
     last_full: float = float("-inf")
     lock: threading.Lock = field(default_factory=threading.Lock)
     failures: int = 0  # syncs that failed in a row
+    last_used: float = 0.0  # when a sync last asked for them (``informers_for``)
     retry_at: float = float("-inf")
 
     def __post_init__(self) -> None:
@@ -144,15 +145,23 @@ class ClusterInformers:
 
 _registry: dict[int, ClusterInformers] = {}
 _registry_lock = threading.Lock()
+#: Informers not used for this long are dropped (a deleted cluster, a shard another worker took
+#: over): a cluster synced again after that starts with a list.
+IDLE_SECONDS = 3600.0
 
 
-def informers_for(cluster_id: int, fingerprint: str, *, full_resync_seconds: float = 600.0) -> ClusterInformers:
+def informers_for(cluster_id: int, fingerprint: str, *, full_resync_seconds: float = 600.0,
+                  clock: Callable[[], float] = time.monotonic) -> ClusterInformers:
     """This process's informers of a cluster; fresh ones (a list first) when its connection
-    changed (``fingerprint``), as after a new kubeconfig."""
+    changed (``fingerprint``), as after a new kubeconfig. Idle ones are dropped on the way."""
+    now = clock()
     with _registry_lock:
+        for idle in [key for key, informers in _registry.items() if now - informers.last_used > IDLE_SECONDS]:
+            del _registry[idle]
         found = _registry.get(cluster_id)
         if found is None or found.fingerprint != fingerprint:
             found = _registry[cluster_id] = ClusterInformers(fingerprint, full_resync_seconds)
+        found.last_used = now
         return found
 
 

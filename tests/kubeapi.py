@@ -12,7 +12,8 @@ server; it behaves like one where Meridian's flows depend on it:
 - **resourceVersion**: one counter for every change; an update or patch naming a stale
   ``metadata.resourceVersion`` answers 409 Conflict;
 - **lists**: label selectors (the project's upstream-exact parser), ``limit``/``continue``
-  pages at one resourceVersion, 410 Gone for a continue token older than the retained history;
+  pages carrying the first page's resourceVersion (their items are read live, not from a
+  snapshot), 410 Gone for a continue token older than the retained history;
 - **watches**: events after ``resourceVersion``, ``BOOKMARK`` events when asked for, an
   ``ERROR`` event with a 410 Status for a version older than the retained history (as etcd
   compaction makes it), ``timeoutSeconds``;
@@ -327,29 +328,29 @@ class ApiServer:
             raise ApiError(400, "BadRequest", f"unable to parse requirement: {exc}") from None
         limit = int(query.get("limit") or 0)
         with self.lock:
-            revision, after = self.revision, ""
+            revision, after = self.revision, None
             if query.get("continue"):
                 revision, after = self._continue(query["continue"])
             items = sorted(
                 ((key, stored.obj) for key, stored in self.objects.items()
-                 if key[0] == rtype.key and (not namespace or key[1] == namespace) and (after == "" or f"{key[1]}/{key[2]}" > after)
+                 if key[0] == rtype.key and (not namespace or key[1] == namespace) and (after is None or (key[1], key[2]) > after)
                  and selector.matches(stored.obj["metadata"].get("labels") or {})),
                 key=lambda item: (item[0][1], item[0][2]))
             metadata: dict[str, Any] = {"resourceVersion": str(self.revision if not query.get("continue") else revision)}
             if limit and len(items) > limit:
                 last = items[limit - 1][0]
                 items = items[:limit]
-                token = json.dumps({"rv": int(metadata["resourceVersion"]), "start": f"{last[1]}/{last[2]}"})
+                token = json.dumps({"rv": int(metadata["resourceVersion"]), "start": [last[1], last[2]]})
                 metadata["continue"] = base64.urlsafe_b64encode(token.encode()).decode()
                 metadata["remainingItemCount"] = 0
             return {"kind": f"{rtype.kind}List", "apiVersion": rtype.group_version, "metadata": metadata,
                     "items": [_as_item(copy.deepcopy(obj)) for _, obj in items]}
 
-    def _continue(self, token: str) -> tuple[int, str]:
+    def _continue(self, token: str) -> tuple[int, tuple[str, str]]:
         try:
             decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
-            revision, start = int(decoded["rv"]), str(decoded["start"])
-        except (ValueError, KeyError, TypeError):
+            revision, start = int(decoded["rv"]), (str(decoded["start"][0]), str(decoded["start"][1]))
+        except (ValueError, KeyError, TypeError, IndexError):
             raise ApiError(400, "BadRequest", "continue key is not valid") from None
         if revision < self._oldest():
             raise ApiError(410, "Expired", "The provided continue parameter is too old to display a consistent list result. "
@@ -428,6 +429,8 @@ class ApiServer:
             raise ApiError(422, "Invalid", "PatchOptions.meta.k8s.io is invalid: fieldManager: Required value: "
                                            "is required for apply patch")
         force = query.get("force") in ("true", "1")
+        if current is None and sub == "status":
+            raise _not_found(rtype, key[2])  # a status is applied to an object that exists
         if current is not None:
             self._check_version(rtype, key[2], body, current.obj)
         part = _managed_part(body, sub if rtype.status_subresource else "")

@@ -99,3 +99,12 @@ def test_faults_on_demand(server):
         connector.list("v1", "Node")
     assert err.value.status == 500 and err.value.transient
     assert connector.list("v1", "Node").items == []
+
+
+def test_a_status_needs_its_object(server):
+    api, url, connector = server
+    cnc = {"apiVersion": "config.katalyst.kubewharf.io/v1alpha1", "kind": "CustomNodeConfig", "metadata": {"name": "n1"},
+           "status": {"katalystCustomConfigList": []}}
+    with pytest.raises(ConnectorError) as err:
+        connector.apply_status(cnc)
+    assert err.value.status == 404 and api.object("config.katalyst.kubewharf.io/v1alpha1/customnodeconfigs", "n1") is None

@@ -120,3 +120,19 @@ def test_a_throttling_server_shows_on_the_cluster_and_is_backed_off(api_server, 
         sync(cluster)  # a requested sync tries at once
         cluster.refresh_from_db()
         assert cluster.ready and Node.objects.filter(cluster=cluster).count() == NODES
+
+
+def test_informers_left_idle_are_dropped():
+    """A deleted cluster's objects do not stay in a worker's memory for ever."""
+    informer.forget()
+    now = [0.0]
+    kept = informer.informers_for(1, "a", clock=lambda: now[0])
+    assert informer.informers_for(1, "a", clock=lambda: now[0]) is kept
+    assert informer.informers_for(1, "b", clock=lambda: now[0]) is not kept, "another kubeconfig: fresh informers"
+    now[0] = informer.IDLE_SECONDS / 2
+    other = informer.informers_for(2, "x", clock=lambda: now[0])
+    now[0] = informer.IDLE_SECONDS + 1
+    informer.informers_for(3, "y", clock=lambda: now[0])
+    assert set(informer._registry) == {2, 3}, "cluster 1 idle for an hour: dropped"
+    assert informer.informers_for(2, "x", clock=lambda: now[0]) is other
+    informer.forget()
