@@ -288,6 +288,18 @@ def test_edit_creates_a_revision_and_keeps_the_identity(client, operator, hdd):
     assert hdd.revisions.count() == 2, "an unchanged spec writes nothing"
 
 
+def test_the_history_lists_revisions_with_hashes_and_offers_the_rollback(client, operator, hdd, admin_qos):
+    save_target(admin_qos, TargetSpec(name="hdd", node_label_selector="diskMode=hdd", config={}), reason="oops")
+    hdd.refresh_from_db()
+    client.force_login(operator)
+    html = client.get(f"/nodeconfig/targets/{hdd.pk}/").content.decode()
+    history = html[html.index('id="revisions"'):html.index("</section>", html.index('id="revisions"'))]
+    assert history.count("<tr") == 3 and '<tr class="nc-current">' in history
+    assert f"<code>{hdd.revision.config_hash}</code>" in history, "node config shows each revision's hash"
+    assert 'href="?a=1&amp;b=2#diff"' in history
+    assert f'action="/nodeconfig/targets/{hdd.pk}/rollback/#rollback"' in history
+
+
 def test_rollback_through_the_form_creates_a_revision(client, operator, hdd, admin_qos):
     save_target(admin_qos, TargetSpec(name="hdd", node_label_selector="diskMode=hdd", config={}), reason="oops")
     client.force_login(operator)
