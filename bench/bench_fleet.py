@@ -17,28 +17,13 @@ import argparse
 import multiprocessing
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-
-def setup(database_url: str | None) -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    os.environ["MERIDIAN_VAR_DIR"] = tempfile.mkdtemp(prefix="meridian-bench-")
-    os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/13")
-    if database_url:
-        os.environ["DATABASE_URL"] = database_url
-        os.environ["DATABASE_POOL"] = "0"  # the sync processes are forked: a pool's sockets must not be shared across fork
-    else:
-        os.environ.pop("DATABASE_URL", None)
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
+from django_setup import setup_django  # noqa: E402
 
 
 def timed(fn, repeat: int = 5) -> tuple[float, object]:
@@ -75,7 +60,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=200_000)
     parser.add_argument("--workers", type=int, default=2, help="sync processes, as shard workers would run (one per core)")
     args = parser.parse_args()
-    setup(os.environ.get("BENCH_DATABASE_URL"))
+    setup_django(os.environ.get("BENCH_DATABASE_URL"))
 
     from django.db import connection, transaction
     from django.test.utils import CaptureQueriesContext

@@ -18,29 +18,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from django_setup import setup_django  # noqa: E402
+
 CADENCE_SECONDS = 15
-
-
-def setup(database_url: str | None) -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    os.environ["MERIDIAN_VAR_DIR"] = tempfile.mkdtemp(prefix="meridian-bench-")
-    os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/13")
-    if database_url:
-        os.environ["DATABASE_URL"] = database_url
-    else:
-        os.environ.pop("DATABASE_URL", None)
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
 
 
 def node(i: int, pool: str = "a") -> dict:
@@ -80,7 +66,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=10_000)
     args = parser.parse_args()
-    setup(os.environ.get("BENCH_DATABASE_URL"))
+    setup_django(os.environ.get("BENCH_DATABASE_URL"))
 
     from django.db import connection
 

@@ -34,26 +34,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from django_setup import setup_django  # noqa: E402
+
 
 def setup(database_url: str | None, var_dir: str | None = None) -> object | None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    os.environ["MERIDIAN_VAR_DIR"] = var_dir or tempfile.mkdtemp(prefix="meridian-bench-")
-    Path(os.environ["MERIDIAN_VAR_DIR"]).mkdir(parents=True, exist_ok=True)
+    """Django with an embedded Redis unless ``REDIS_URL`` is set (returned, to stop it)."""
+    var_dir = var_dir or tempfile.mkdtemp(prefix="meridian-bench-")
+    Path(var_dir).mkdir(parents=True, exist_ok=True)
     redis = None
     if not os.environ.get("REDIS_URL"):
         from core.embedded_redis import EmbeddedRedis
 
-        redis = EmbeddedRedis(Path(os.environ["MERIDIAN_VAR_DIR"]) / "redis.sock").start()
+        redis = EmbeddedRedis(Path(var_dir) / "redis.sock").start()
         os.environ["REDIS_URL"] = redis.url
-    if database_url:
-        os.environ["DATABASE_URL"] = database_url
-    else:
-        os.environ.pop("DATABASE_URL", None)
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
+    setup_django(database_url, var_dir=var_dir, redis_url=None)
     return redis
 
 

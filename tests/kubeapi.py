@@ -38,18 +38,15 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-import uvicorn
 import yaml
 
 from kube.jsonpatch import JsonPatchError, apply_patch, merge_patch
 from kube.labels import parse_selector
-from tests.servers import free_port
+from tests.servers import serve as serve_asgi
 
 
 @dataclass(frozen=True)
@@ -639,23 +636,9 @@ async def _chunk(send: Any, event: dict[str, Any]) -> None:
     await send({"type": "http.response.body", "body": json.dumps(event).encode() + b"\n", "more_body": True})
 
 
-@contextmanager
-def serve(api: ApiServer) -> Iterator[str]:
-    """Run ``api`` on a free loopback port in a thread; yields its URL."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(api, host="127.0.0.1", port=port, lifespan="off", log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("the API server emulator did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+def serve(api: ApiServer) -> Any:
+    """Run the emulator on a free loopback port in a thread (``tests.servers.serve``); yields its URL."""
+    return serve_asgi(api)
 
 
 def kubeconfig(server: str, token: str | None = None) -> str:
@@ -665,3 +648,8 @@ def kubeconfig(server: str, token: str | None = None) -> str:
         "users": [{"name": "meridian", "user": {"token": token} if token else {}}],
         "contexts": [{"name": "emulated", "context": {"cluster": "emulated", "user": "meridian"}}],
     })
+
+
+def registration(name: str, url: str, token: str | None = None) -> dict[str, Any]:
+    """What ``fleet.services.register_cluster`` takes for a cluster served by the emulator at ``url``."""
+    return {"name": name, "connector": "kubernetes", "kubeconfig": kubeconfig(url, token), "connector_config": {}}

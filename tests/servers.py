@@ -6,6 +6,9 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 import uvicorn
@@ -17,21 +20,29 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture
-def asgi_server(transactional_db):
-    from config.asgi import application
-
+@contextmanager
+def serve(app: Any, **options: Any) -> Iterator[str]:
+    """Run the ASGI ``app`` with uvicorn in a thread on a free loopback port; yields its URL."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off", log_level="warning",
-                                           timeout_keep_alive=60))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="off", log_level="warning", **options))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 15
     while not server.started:
         if time.monotonic() > deadline:
             raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def asgi_server(transactional_db):
+    from config.asgi import application
+
+    with serve(application, timeout_keep_alive=60) as url:
+        yield url
     application.application_mapping["http"].close()  # the fast paths' threads' connections, before the test database goes

@@ -183,16 +183,8 @@ class KubernetesConnector(Connector):
         resource = self._resource(api_version, kind)
         _check_address(resource, name, namespace)
         body = dict(obj)
-        if self._server_side_apply:
-            try:
-                return self._json(lambda: self._client().server_side_apply(
-                    resource, body=body, name=name, namespace=namespace, field_manager=field_manager, force_conflicts=True,
-                    serialize=False))
-            except ConnectorError as exc:
-                if exc.status not in APPLY_FALLBACK_STATUSES:
-                    raise
-                self._server_side_apply = exc.status not in APPLY_UNSUPPORTED_STATUSES
-        return self._create_or_merge(resource, body, name, namespace, field_manager)
+        applied = self._force_apply(resource, body, name, namespace, field_manager, APPLY_FALLBACK_STATUSES)
+        return applied if applied is not None else self._create_or_merge(resource, body, name, namespace, field_manager)
 
     def apply_status(self, obj: Mapping[str, Any], *, field_manager: str = "meridian") -> dict[str, Any]:
         """Server-side apply of ``status`` alone to ``<resource>/status`` (a merge patch there when
@@ -206,15 +198,9 @@ class KubernetesConnector(Connector):
             return self.apply(obj, field_manager=field_manager)
         meta = {"name": name} | ({"namespace": namespace} if namespace else {})
         body = {"apiVersion": api_version, "kind": kind, "metadata": meta, "status": obj.get("status") or {}}
-        if self._server_side_apply:
-            try:
-                return self._json(lambda: self._client().server_side_apply(
-                    status_resource, body=body, name=name, namespace=namespace, field_manager=field_manager, force_conflicts=True,
-                    serialize=False))
-            except ConnectorError as exc:
-                if exc.status not in APPLY_UNSUPPORTED_STATUSES:
-                    raise
-                self._server_side_apply = False
+        applied = self._force_apply(status_resource, body, name, namespace, field_manager, APPLY_UNSUPPORTED_STATUSES)
+        if applied is not None:
+            return applied
         return self._json(lambda: self._client().patch(
             status_resource, body={"status": body["status"]}, name=name, namespace=namespace,
             content_type=PATCH_CONTENT_TYPES["merge"], field_manager=field_manager, serialize=False))
@@ -310,6 +296,23 @@ class KubernetesConnector(Connector):
             if time.monotonic() >= deadline:
                 return None
             raise self._unreachable(exc) from exc
+
+    def _force_apply(self, resource: Any, body: dict[str, Any], name: str, namespace: str | None, field_manager: str,
+                     fallback_statuses: frozenset[int]) -> dict[str, Any] | None:
+        """Server-side apply with ``force``; None when the server has none (or answered one of
+        ``fallback_statuses``): the caller falls back. A server without apply (405/415) is
+        remembered, so later calls go straight to the fallback."""
+        if not self._server_side_apply:
+            return None
+        try:
+            return self._json(lambda: self._client().server_side_apply(
+                resource, body=body, name=name, namespace=namespace, field_manager=field_manager, force_conflicts=True,
+                serialize=False))
+        except ConnectorError as exc:
+            if exc.status not in fallback_statuses:
+                raise
+            self._server_side_apply = exc.status not in APPLY_UNSUPPORTED_STATUSES
+            return None
 
     def _create_or_merge(self, resource: Resource, body: dict[str, Any], name: str, namespace: str | None,
                          field_manager: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from federation.tasks import object_shard_key, reconcile_object_task
 from fleet import informer
 from fleet.services import SYNC_TASK, register_cluster
 from fleet.tasks import cluster_shard_key
-from tests.kubeapi import ApiServer, kubeconfig, serve
+from tests.kubeapi import ApiServer, registration, serve
 from tests.workers import shard_worker, wait_for_job
 
 from .conftest import deployment
@@ -54,8 +54,7 @@ def test_a_federated_deployment_reaches_real_members(purge_shard_queues):
     with serve(small) as small_url, serve(big) as big_url:
         with shard_worker(cluster_shard_key("k8s-small"), cluster_shard_key("k8s-big")):
             for name, url in (("k8s-small", small_url), ("k8s-big", big_url)):
-                cluster = register_cluster({"name": name, "connector": "kubernetes", "kubeconfig": kubeconfig(url, TOKEN),
-                                            "connector_config": {}})
+                cluster = register_cluster(registration(name, url, TOKEN))
                 assert wait_for_job(Job.objects.get(kind=SYNC_TASK, object_id=str(cluster.pk))).status == Job.Status.SUCCEEDED
 
         with shard_worker(object_shard_key(0, "shop/web")):

@@ -14,7 +14,7 @@ from fleet import informer
 from fleet.models import Cluster, Node, Pod
 from fleet.services import SYNC_TASK, register_cluster, request_sync
 from fleet.tasks import cluster_shard_key
-from tests.kubeapi import ApiServer, kubeconfig, serve
+from tests.kubeapi import ApiServer, registration, serve
 from tests.workers import shard_worker, wait_for_job
 
 TOKEN = "emulated-cluster-token"
@@ -61,8 +61,7 @@ def sync(cluster: Cluster) -> Job:
 def test_a_real_cluster_is_listed_once_then_watched(api_server, purge_shard_queues):
     api, url = api_server
     with shard_worker(cluster_shard_key("k8s-1")):
-        cluster = register_cluster({"name": "k8s-1", "connector": "kubernetes", "kubeconfig": kubeconfig(url, TOKEN),
-                                    "connector_config": {}})
+        cluster = register_cluster(registration("k8s-1", url, TOKEN))
         first = wait_for_job(Job.objects.get(kind=SYNC_TASK, object_id=str(cluster.pk)))
         assert first.status == Job.Status.SUCCEEDED, first.error
         assert first.result["created"]["nodes"] == NODES
@@ -104,8 +103,7 @@ def test_a_real_cluster_is_listed_once_then_watched(api_server, purge_shard_queu
 def test_a_throttling_server_shows_on_the_cluster_and_is_backed_off(api_server, purge_shard_queues):
     api, url = api_server
     with shard_worker(cluster_shard_key("k8s-2")):
-        cluster = register_cluster({"name": "k8s-2", "connector": "kubernetes", "kubeconfig": kubeconfig(url, TOKEN),
-                                    "connector_config": {}})
+        cluster = register_cluster(registration("k8s-2", url, TOKEN))
         assert wait_for_job(Job.objects.get(kind=SYNC_TASK, object_id=str(cluster.pk))).status == Job.Status.SUCCEEDED
         api.fail(429, match="/api/v1/nodes")
         sync(cluster)

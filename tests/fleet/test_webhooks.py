@@ -183,13 +183,12 @@ def test_both_apps_show_the_same_api_server_files(client, admin_api, admin_user,
 def test_both_webhook_configurations_are_applied_to_a_real_cluster(db, settings):
     """Through the Kubernetes connector over HTTP: what an API server then holds and calls."""
     from fleet.services import register_cluster
-    from tests.kubeapi import ApiServer, kubeconfig, serve
+    from tests.kubeapi import ApiServer, registration, serve
 
     settings.MERIDIAN_PUBLIC_URL = "https://meridian.corp"
     api = ApiServer(token="admin-token")
     with serve(api) as url:
-        cluster = register_cluster({"name": "k8s-1", "connector": "kubernetes", "kubeconfig": kubeconfig(url, "admin-token"),
-                                    "connector_config": {}})
+        cluster = register_cluster(registration("k8s-1", url, "admin-token"))
         for config, resource in ((QUOTAS, "validatingwebhookconfigurations"), (SCHEDULING, "mutatingwebhookconfigurations")):
             applied = webhooks.apply(cluster, config, ca_bundle=CA_PEM)
             stored = api.object(f"admissionregistration.k8s.io/v1/{resource}", config.name)

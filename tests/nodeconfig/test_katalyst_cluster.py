@@ -19,7 +19,7 @@ from nodeconfig.models import ConfigType, NodeConfig
 from nodeconfig.reconcile import PUSH_TASK
 from nodeconfig.services import RECONCILE_TASK, TargetSpec, save_target
 from nodeconfig.tasks import cluster_shard_key
-from tests.kubeapi import ApiServer, kubeconfig, serve
+from tests.kubeapi import ApiServer, kubeconfig, registration, serve
 
 from tests.workers import shard_worker, wait_for_job
 from .conftest import type_key
@@ -74,8 +74,7 @@ def test_a_target_reaches_the_agents_of_a_real_cluster(api_server, purge_shard_q
     api, url = api_server
     config_type = ConfigType.objects.get(name="AdminQoSConfiguration")
     with shard_worker(cluster_shard_key("k8s-1"), type_key(config_type)):
-        cluster = register_cluster({"name": "k8s-1", "connector": "kubernetes", "kubeconfig": kubeconfig(url, TOKEN),
-                                    "connector_config": {}})
+        cluster = register_cluster(registration("k8s-1", url, TOKEN))
         synced = wait_for_job(Job.objects.get(kind=SYNC_TASK, object_id=str(cluster.pk)))
         assert synced.status == Job.Status.SUCCEEDED, synced.error
         hdd = sorted(Node.objects.filter(cluster=cluster, labels__diskMode="hdd").values_list("name", flat=True))

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import json
 import random
-import socket
-import threading
 import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-import uvicorn
 
 from core.models import APIToken
 from fleet.services import connector_for
@@ -29,34 +26,17 @@ from scheduling.cpuset import parse_cpuset
 from scheduling.cpustate import CPU_SHAREPOOL, rebuild_state
 from scheduling.models import CPUAllocation, CPUClaim, NodeCPU
 
+from tests.servers import asgi_server  # noqa: F401 (fixture)
+
 from .cpu_fixtures import SEED_RESERVED, cpus_of, instance_pod, synced_host
 
 REQUESTS = 200
 THREADS = 32
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
-def server(transactional_db):
-    from config.asgi import application
-
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off", log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+def server(asgi_server):  # noqa: F811 (tests.servers.asgi_server, imported above)
+    return asgi_server
 
 
 def post(url: str, token: str, body: dict) -> tuple[int, dict]:
