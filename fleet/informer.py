@@ -44,8 +44,6 @@ class Informer:
     kind: str
     objects: dict[Key, dict[str, Any]] = field(default_factory=dict)
     resource_version: str = ""
-    lists: int = 0  # how many times it listed (the first time, after a 410, on a full resync)
-    changes: int = 0  # objects added, changed or deleted by the last refresh
 
     def refresh(self, connector: Connector, *, watch_seconds: int = 1, relist: bool = False) -> int:
         """Bring the objects up to date; returns how many changed (all of them on a list)."""
@@ -60,7 +58,6 @@ class Informer:
             if exc.status != 410:
                 raise
             return self._list(connector)
-        self.changes = changed
         return changed
 
     def _apply(self, kind: str, obj: dict[str, Any]) -> int:
@@ -85,8 +82,6 @@ class Informer:
         fresh = {_key(obj): obj for obj in listed.items}
         changed = sum(1 for key, obj in fresh.items() if self.objects.get(key) != obj) + sum(1 for key in self.objects if key not in fresh)
         self.objects, self.resource_version = fresh, listed.resource_version
-        self.lists += 1
-        self.changes = changed
         return changed
 
 
@@ -137,10 +132,6 @@ class ClusterInformers:
         """Every workload of the mirrored kinds, each with apiVersion and kind set (``Connector.list_workloads``)."""
         return [{**obj, "apiVersion": api_version, "kind": kind} for api_version, kind in WORKLOAD_KINDS
                 for obj in self.items(api_version, kind)]
-
-    @property
-    def lists(self) -> int:
-        return sum(i.lists for i in self.informers.values())
 
 
 _registry: dict[int, ClusterInformers] = {}
