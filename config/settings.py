@@ -322,6 +322,12 @@ MERIDIAN_CPU_RECONCILE_SECONDS = env.int("MERIDIAN_CPU_RECONCILE_SECONDS", defau
 #: jobs and failures are kept as long as the audit log).
 MERIDIAN_SYSTEM_JOB_RETENTION_HOURS = env.int("MERIDIAN_SYSTEM_JOB_RETENTION_HOURS", default=1)
 MERIDIAN_WORKER_HEARTBEAT_SECONDS = 10
+#: Real clusters are watched between syncs (``fleet.informer.Watcher``): one worker process
+#: holds each cluster's watches open and writes a change a moment after the API server sends
+#: it, renewing each watch every ``MERIDIAN_CLUSTER_WATCH_SECONDS``. Off: each periodic sync
+#: watches for a second.
+MERIDIAN_CLUSTER_WATCH = env.bool("MERIDIAN_CLUSTER_WATCH", default=True)
+MERIDIAN_CLUSTER_WATCH_SECONDS = env.int("MERIDIAN_CLUSTER_WATCH_SECONDS", default=60)
 
 # --- security ---------------------------------------------------------------------------
 

@@ -85,4 +85,5 @@ def _keep(lock, held: HeldLock, every: float) -> None:
 
 
 def is_held(name: str) -> bool:
+    """Whether anyone holds lock ``name`` now (also a lease others defer to, as a cluster's watcher's)."""
     return bool(get_redis().exists(KEY.format(name=name)))

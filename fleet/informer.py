@@ -16,6 +16,8 @@ Plain objects in, plain objects out: no Django here.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -24,6 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .connectors.base import WORKLOAD_KINDS, Connector, ConnectorError
+from .inventory import FactsMemo
+
+logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -44,6 +49,7 @@ class Informer:
     kind: str
     objects: dict[Key, dict[str, Any]] = field(default_factory=dict)
     resource_version: str = ""
+    listed_at: float = float("-inf")  # time.monotonic() of the last full list
 
     def refresh(self, connector: Connector, *, watch_seconds: int = 1, relist: bool = False) -> int:
         """Bring the objects up to date; returns how many changed (all of them on a list)."""
@@ -77,12 +83,41 @@ class Informer:
         self.objects[_key(obj)] = obj
         return 1
 
-    def _list(self, connector: Connector) -> int:
+    def _list(self, connector: Connector, lock: threading.Lock | None = None) -> int:
+        """A full list, swapped in at once (under ``lock`` when readers share the objects)."""
         listed = connector.list(self.api_version, self.kind)
         fresh = {_key(obj): obj for obj in listed.items}
-        changed = sum(1 for key, obj in fresh.items() if self.objects.get(key) != obj) + sum(1 for key in self.objects if key not in fresh)
-        self.objects, self.resource_version = fresh, listed.resource_version
+        with lock or contextlib.nullcontext():
+            changed = sum(1 for key, obj in fresh.items() if self.objects.get(key) != obj) + sum(
+                1 for key in self.objects if key not in fresh)
+            self.objects, self.resource_version = fresh, listed.resource_version
+            self.listed_at = time.monotonic()
         return changed
+
+    def follow(self, connector: Connector, *, lock: threading.Lock, changed: Callable[[], None], stop: threading.Event,
+               watch_seconds: int = 60, resync_seconds: float = 600.0) -> None:
+        """Keep a watch open until ``stop``: each event is applied (under ``lock``) as it arrives
+        and ``changed`` is called after one that changed something. Watches are renewed every
+        ``watch_seconds`` from the version reached; 410 Gone or a due drift repair
+        (``resync_seconds`` after the last list) lists again. Errors raise ``ConnectorError``."""
+        while not stop.is_set():
+            if not self.resource_version or time.monotonic() - self.listed_at >= resync_seconds:
+                if self._list(connector, lock):
+                    changed()
+                continue
+            try:
+                for event in connector.watch(self.api_version, self.kind, resource_version=self.resource_version,
+                                             timeout_seconds=watch_seconds):
+                    with lock:
+                        applied = self._apply(event.type, event.object)
+                    if applied:
+                        changed()
+                    if stop.is_set():
+                        return
+            except ConnectorError as exc:
+                if exc.status != 410:
+                    raise
+                self.resource_version = ""
 
 
 @dataclass
@@ -98,6 +133,15 @@ class ClusterInformers:
     failures: int = 0  # syncs that failed in a row
     last_used: float = 0.0  # when a sync last asked for them (``informers_for``)
     retry_at: float = float("-inf")
+    #: A ``Watcher`` keeps them current: readers take the objects as they are, no refresh.
+    watched: bool = False
+    watcher: Watcher | None = None
+    #: Facts of the cached objects, kept from one build of the inventory snapshot to the next.
+    facts: FactsMemo = field(default_factory=FactsMemo)
+
+    def watching(self) -> bool:
+        """Whether this process's watcher of the cluster is running."""
+        return self.watcher is not None and self.watcher.alive()
 
     def __post_init__(self) -> None:
         for api_version, kind in INFORMED_KINDS:
@@ -117,6 +161,10 @@ class ClusterInformers:
             self.last_full = self.clock()
         return sum(f.result() for f in futures)
 
+    def listed(self) -> bool:
+        """Whether every kind has been listed (its objects are the cluster's, not just empty)."""
+        return all(informer.resource_version for informer in self.informers.values())
+
     def record(self, ok: bool) -> None:
         """A sync's outcome: after ``n`` failures in a row, periodic syncs wait 15 s · 2^(n-1), at most 5 min."""
         self.failures = 0 if ok else self.failures + 1
@@ -134,6 +182,99 @@ class ClusterInformers:
                 for obj in self.items(api_version, kind)]
 
 
+@dataclass(eq=False)
+class Watcher:
+    """Holds a cluster's watches open so that a change reaches the inventory within a moment.
+
+    A sync every 15 s that watches for one second sees a label change up to 15 s late; a
+    watcher keeps one thread per kind in a watch (``Informer.follow``) and one writer thread
+    that calls ``write(watcher)`` a moment after anything changed (``settle_seconds`` gathers a
+    burst of events into one write) and every ``write_every_seconds`` regardless (usage
+    metrics, status). Only the writer writes. A kind whose watch fails reports through
+    ``failed`` (the cluster shows it), waits ``retry_seconds`` doubling to 5 min, and resumes
+    from its version. ``stop`` ends it all (threads finish their current watch); ``on_stop``
+    runs once after, from the writer thread (it releases the lease the watcher held).
+    """
+
+    informers: ClusterInformers
+    connector: Connector
+    write: Callable[[Watcher], None]
+    failed: Callable[[ConnectorError], None]
+    on_stop: Callable[[], None] = lambda: None
+    watch_seconds: int = 60
+    settle_seconds: float = 0.05
+    write_every_seconds: float = 15.0
+    retry_seconds: float = 15.0
+    stopping: threading.Event = field(default_factory=threading.Event)
+    dirty: threading.Event = field(default_factory=threading.Event)
+    threads: list[threading.Thread] = field(default_factory=list)
+
+    def start(self, name: str) -> None:
+        self.informers.watched = True
+        for informer in self.informers.informers.values():
+            self._thread(f"watch:{name}:{informer.kind}", self._follow, informer)
+        self._thread(f"watch:{name}:writer", self._write_loop)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.dirty.set()
+
+    def alive(self) -> bool:
+        return not self.stopping.is_set() and all(thread.is_alive() for thread in self.threads)
+
+    def changed(self) -> None:
+        self.dirty.set()
+
+    def _thread(self, name: str, target: Callable[..., None], *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def _follow(self, informer: Informer) -> None:
+        failures = 0
+        while not self.stopping.is_set():
+            try:
+                informer.follow(self.connector, lock=self.informers.lock, changed=self.changed, stop=self.stopping,
+                                watch_seconds=self.watch_seconds, resync_seconds=self.informers.full_resync_seconds)
+            except ConnectorError as exc:
+                if self.stopping.is_set():
+                    return
+                failures += 1
+                self._report(exc)
+                self.stopping.wait(min(300.0, self.retry_seconds * 2 ** (failures - 1)))
+                self.changed()  # a write after the pause shows whether the cluster is back
+            except Exception:  # noqa: BLE001 - a thread must not die silently: log, pause, go on
+                logger.exception("watch of %s failed", informer.kind)
+                self.stopping.wait(15.0)
+            else:
+                failures = 0
+
+    def _report(self, exc: ConnectorError) -> None:
+        try:
+            self.failed(exc)
+        except Exception:  # noqa: BLE001
+            logger.exception("could not record a failed watch")
+
+    def _write_loop(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                self.dirty.wait(self.write_every_seconds)
+                if self.stopping.is_set():
+                    break
+                self.stopping.wait(self.settle_seconds)
+                self.dirty.clear()
+                try:
+                    self.write(self)
+                except Exception:  # noqa: BLE001 - kept dirty: the next round writes again
+                    logger.exception("watched write failed")
+                    self.dirty.set()
+                    self.stopping.wait(1.0)
+        finally:
+            self.stopping.set()
+            self.informers.watched = False
+            self.on_stop()
+
+
 _registry: dict[int, ClusterInformers] = {}
 _registry_lock = threading.Lock()
 #: Informers not used for this long are dropped (a deleted cluster, a shard another worker took
@@ -148,16 +289,24 @@ def informers_for(cluster_id: int, fingerprint: str, *, full_resync_seconds: flo
     now = clock()
     with _registry_lock:
         for idle in [key for key, informers in _registry.items() if now - informers.last_used > IDLE_SECONDS]:
-            del _registry[idle]
+            _drop(idle)
         found = _registry.get(cluster_id)
         if found is None or found.fingerprint != fingerprint:
+            _drop(cluster_id)
             found = _registry[cluster_id] = ClusterInformers(fingerprint, full_resync_seconds)
         found.last_used = now
         return found
 
 
 def forget(cluster_ids: Iterable[int] | None = None) -> None:
-    """Drop informers (all without ids): a deleted cluster, or tests starting clean."""
+    """Drop informers and stop their watchers (all without ids): a deleted cluster, or tests starting clean."""
     with _registry_lock:
         for cluster_id in list(_registry) if cluster_ids is None else cluster_ids:
-            _registry.pop(cluster_id, None)
+            _drop(cluster_id)
+
+
+def _drop(cluster_id: int) -> None:
+    """Forget a cluster's informers and stop their watcher (with ``_registry_lock`` held)."""
+    dropped = _registry.pop(cluster_id, None)
+    if dropped is not None and dropped.watcher is not None:
+        dropped.watcher.stop()

@@ -59,13 +59,15 @@ def read_cluster(connector: Connector) -> tuple[Snapshot, str, list[str]]:
 
 def read_informed(connector: Connector, informers: ClusterInformers) -> tuple[Snapshot, str, list[str]]:
     """The same as ``read_cluster``, from the cluster's informers (``fleet.informer``): after the
-    first sync, one watch per kind returning only what changed, and the NodeMetrics list."""
+    first sync, one watch per kind returning only what changed (none while a ``Watcher`` keeps
+    them current), and the NodeMetrics list."""
     info = connector.server_info()
     with informers.lock:
-        informers.refresh(connector)
+        if not (informers.watched and informers.listed()):
+            informers.refresh(connector)
         nodes, pods, workloads = informers.items("v1", "Node"), informers.items("v1", "Pod"), informers.workloads()
     metrics = connector.list("metrics.k8s.io/v1beta1", "NodeMetrics").items if METRICS_RESOURCE in info.api_resources else []
-    return build_snapshot(nodes, pods, workloads, metrics), info.kubernetes_version, list(info.api_resources)
+    return build_snapshot(nodes, pods, workloads, metrics, informers.facts), info.kubernetes_version, list(info.api_resources)
 
 
 def sync_cluster(cluster: Cluster, connector: Connector, *, now: datetime | None = None,

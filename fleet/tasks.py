@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
+import threading
+import time
 
 from celery import shared_task
+from django import db
+from django.conf import settings
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from core import events
 from core.context import acting_as
-from core.locks import LockBusy, hold
+from core.locks import HeldLock, LockBusy, hold, is_held
 from core.sharding import sharded_task
 
 from kube.hashing import object_digest
 
 from .connectors.base import ConnectorError
-from .informer import informers_for
+from .informer import ClusterInformers, Watcher, informers_for
 from .models import Cluster
 from .queries import fleet_summary
 from .services import connector_for
@@ -36,7 +43,7 @@ def sync_cluster_task(cluster_name: str, requested: bool = False) -> dict | None
     requested one (a user's "sync now", a registration) runs after it (``LockBusy`` retries).
     """
     try:
-        with hold(f"fleet-sync-{cluster_name}"):
+        with hold(_sync_lock(cluster_name)):
             cluster = Cluster.objects.filter(name=cluster_name).first()
             if cluster is None:
                 return {"cluster": cluster_name, "ok": False, "message": "no such cluster"}
@@ -52,10 +59,15 @@ def sync_cluster_task(cluster_name: str, requested: bool = False) -> dict | None
 def _sync(cluster: Cluster, requested: bool = False) -> dict:
     """One sync. A real cluster is read through this worker's informers of it (a list the
     first time, then watches); after a failure, periodic syncs back off (15 s doubling to
-    5 min) while a requested one tries at once."""
+    5 min) while a requested one tries at once. A periodic sync that went well starts the
+    cluster's watcher (``_watch``); while one runs, in this process or another, periodic syncs
+    leave the cluster to it."""
     informers = informers_for(cluster.pk, _fingerprint(cluster)) if cluster.connector == Cluster.ConnectorKind.KUBERNETES else None
-    if informers is not None and not requested and informers.backing_off():
-        return {"cluster": cluster.name, "skipped": f"backing off after {informers.failures} failed syncs"}
+    if informers is not None and not requested:
+        if informers.watching() or is_held(_watch_lease(cluster.name)):
+            return {"cluster": cluster.name, "skipped": "watched: its watcher writes every change"}
+        if informers.backing_off():
+            return {"cluster": cluster.name, "skipped": f"backing off after {informers.failures} failed syncs"}
     try:
         connector = connector_for(cluster)
     except ConnectorError as exc:
@@ -65,7 +77,77 @@ def _sync(cluster: Cluster, requested: bool = False) -> dict:
         report = sync_cluster(cluster, connector, informers=informers)
     if informers is not None:
         informers.record(report.ok)
+        if report.ok and not requested and settings.MERIDIAN_CLUSTER_WATCH:
+            _watch(cluster, informers)
     return report.as_dict()
+
+
+def _sync_lock(cluster_name: str) -> str:
+    """One writer of a cluster's inventory at a time: sync tasks and its watcher hold this."""
+    return f"fleet-sync-{cluster_name}"
+
+
+def _watch_lease(cluster_name: str) -> str:
+    return f"fleet-watch-{cluster_name}"
+
+
+def _watch(cluster: Cluster, informers: ClusterInformers) -> None:
+    """Start this process's watcher of ``cluster`` unless another holds its lease.
+
+    The lease (a ``core.locks`` lock this process keeps extending) makes one worker process
+    in the whole deployment the cluster's watcher; when that process dies the lease lapses
+    within 30 s and the next periodic sync, in whichever worker runs it, takes over with a
+    list. The watcher writes through ``sync_cluster`` under the cluster's sync lock, as a sync
+    task does: one writer at a time.
+    """
+    stack = contextlib.ExitStack()
+    try:
+        lease = stack.enter_context(hold(_watch_lease(cluster.name)))
+        connector = stack.enter_context(connector_for(cluster))
+    except (LockBusy, ConnectorError, RedisError, OSError):
+        stack.close()
+        return
+    watcher = Watcher(informers, connector, write=functools.partial(_write_watched, cluster.pk, cluster.name, lease),
+                      failed=functools.partial(_watch_failed, cluster.pk), on_stop=stack.close,
+                      watch_seconds=settings.MERIDIAN_CLUSTER_WATCH_SECONDS)
+    informers.watcher = watcher
+    watcher.start(cluster.name)
+
+
+#: Watchers of one process writing at once: each write holds a database connection, and a
+#: process watches many clusters (``MERIDIAN_DB_POOL_MAX`` bounds its connections).
+_WATCHED_WRITES = threading.BoundedSemaphore(4)
+
+
+def _write_watched(cluster_pk: int, cluster_name: str, lease: HeldLock, watcher: Watcher) -> None:
+    """The watcher's write: the informers' objects into the inventory. The watcher stops when
+    its lease was lost, the cluster is gone or its connection changed (a sync starts another)."""
+    if lease.lost:
+        watcher.stop()
+        return
+    informers = watcher.informers
+    try:
+        with _WATCHED_WRITES, hold(_sync_lock(cluster_name), wait=10):
+            cluster = Cluster.objects.filter(pk=cluster_pk).first()
+            if cluster is None or _fingerprint(cluster) != informers.fingerprint:
+                watcher.stop()
+                return
+            with acting_as("system:fleet-sync"):
+                informers.record(sync_cluster(cluster, watcher.connector, informers=informers).ok)
+            informers.last_used = time.monotonic()
+    finally:
+        db.connection.close()  # the watcher's threads are not a request or a task: nobody else closes it
+
+
+def _watch_failed(cluster_pk: int, exc: ConnectorError) -> None:
+    """A watch failed: the cluster shows why (the watcher retries on its own)."""
+    try:
+        cluster = Cluster.objects.filter(pk=cluster_pk).first()
+        if cluster is not None:
+            with acting_as("system:fleet-sync"):
+                mark_unreachable(cluster, exc, timezone.now())
+    finally:
+        db.connection.close()
 
 
 def _fingerprint(cluster: Cluster) -> str:

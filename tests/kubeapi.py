@@ -513,12 +513,15 @@ class ApiServer:
             await send({"type": "http.response.body", "body": b""})
             return
         deadline, next_bookmark = time.monotonic() + timeout, time.monotonic() + self.bookmark_seconds
+        scanned = -1  # the revision the events were last scanned at: an idle watch costs no scan
         try:
             while time.monotonic() < deadline:
                 with self.lock:
-                    pending = [(rv, kind, obj) for rv, resource, kind, obj in self.events
-                               if rv > since and resource == rtype.key and (not namespace or obj["metadata"].get("namespace") == namespace)]
                     current = self.revision
+                    pending = [] if current == scanned else [
+                        (rv, kind, obj) for rv, resource, kind, obj in self.events
+                        if rv > since and resource == rtype.key and (not namespace or obj["metadata"].get("namespace") == namespace)]
+                    scanned = current
                 for rv, kind, obj in pending:
                     since = rv
                     if selector.matches(obj["metadata"].get("labels") or {}):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -111,6 +112,7 @@ class KubernetesConnector(Connector):
         self._api_client = client.ApiClient(loaded.configuration)
         self._discovery_dir: tempfile.TemporaryDirectory[str] | None = None
         self._dynamic: _DynamicClient | None = None
+        self._client_lock = threading.Lock()
         self._server_side_apply = True
 
     def describe(self) -> dict[str, str]:
@@ -235,22 +237,28 @@ class KubernetesConnector(Connector):
     # -- plumbing --------------------------------------------------------------------------------
 
     def _client(self) -> _DynamicClient:
-        """Created on first use: construction runs discovery, i.e. talks to the server."""
-        if self._dynamic is None:
-            self._discovery_dir = self._discovery_dir or tempfile.TemporaryDirectory(prefix="meridian-discovery-")
-            cache_file = os.path.join(self._discovery_dir.name, "discovery.json")
-            try:
-                self._dynamic = self._call(lambda: _DynamicClient(
-                    self._api_client, timeout=self.settings.request_timeout, cache_file=cache_file))
-            except ValueError as exc:
-                raise ConnectorError(f"{self._summary['server']} does not answer like a Kubernetes API: {exc}",
-                                     reason="unreachable") from exc
-        return self._dynamic
+        """Created on first use: construction runs discovery, i.e. talks to the server. Once,
+        under a lock: a cluster's watcher calls from a thread per kind, and clients made side
+        by side would each discover the API and write the same cache file at once."""
+        with self._client_lock:
+            if self._dynamic is None:
+                self._dynamic = self._discover()
+            return self._dynamic
+
+    def _discover(self) -> _DynamicClient:
+        self._discovery_dir = self._discovery_dir or tempfile.TemporaryDirectory(prefix="meridian-discovery-")
+        cache_file = os.path.join(self._discovery_dir.name, "discovery.json")
+        try:
+            return self._call(lambda: _DynamicClient(self._api_client, timeout=self.settings.request_timeout, cache_file=cache_file))
+        except ValueError as exc:
+            raise ConnectorError(f"{self._summary['server']} does not answer like a Kubernetes API: {exc}",
+                                 reason="unreachable") from exc
 
     def _resource(self, api_version: str, kind: str) -> Resource:
         dynamic = self._client()
         try:
-            return self._call(lambda: dynamic.resources.get(api_version=api_version, kind=kind))
+            with self._client_lock:  # the discoverer's cache is not thread-safe: a miss refetches it
+                return self._call(lambda: dynamic.resources.get(api_version=api_version, kind=kind))
         except ResourceNotFoundError:
             raise ConnectorError(f"the cluster does not serve kind {kind} in {api_version}", reason="not_found",
                                  status=404) from None

@@ -5,16 +5,19 @@ node count), a 410 Gone relists, and a failing server shows on the cluster and i
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
 from core.models import Job
 from fleet import informer
+from fleet.connectors.base import ConnectorError
+from fleet.connectors.kubernetes import KubernetesConnector, KubernetesConnectorConfig
 from fleet.models import Cluster, Node, Pod
 from fleet.services import SYNC_TASK, register_cluster, request_sync
 from fleet.tasks import cluster_shard_key
-from tests.kubeapi import ApiServer, registration, serve
+from tests.kubeapi import ApiServer, kubeconfig, registration, serve
 from tests.workers import shard_worker, wait_for_job
 
 TOKEN = "emulated-cluster-token"
@@ -42,7 +45,7 @@ def api_server():
     api.put("v1/pods", pod("web-1", "n0001"))
     with serve(api) as url:
         yield api, url
-    informer.forget()
+        informer.forget()  # watchers stop before their server does
 
 
 def _discovery(path: str) -> bool:
@@ -120,6 +123,46 @@ def test_a_throttling_server_shows_on_the_cluster_and_is_backed_off(api_server, 
         assert cluster.ready and Node.objects.filter(cluster=cluster).count() == NODES
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_watched_cluster_shows_a_label_change_without_waiting_for_a_sync(api_server, purge_shard_queues, settings):
+    """The periodic sync starts the cluster's watcher (holding its lease); from then on a
+    relabelled node reaches the inventory with no sync run, and periodic syncs leave the
+    cluster to the watcher. Before watchers, the change waited for the next sync."""
+    from core.locks import is_held
+    from fleet.tasks import sync_cluster_task
+
+    settings.MERIDIAN_CLUSTER_WATCH_SECONDS = 2
+    api, url = api_server
+    with shard_worker(cluster_shard_key("k8s-3")):
+        cluster = register_cluster(registration("k8s-3", url, TOKEN))
+        assert wait_for_job(Job.objects.get(kind=SYNC_TASK, object_id=str(cluster.pk))).status == Job.Status.SUCCEEDED
+        assert not is_held("fleet-watch-k8s-3"), "a requested sync starts no watcher"
+        periodic = wait_for_job(sync_cluster_task.delay("k8s-3").id)
+        assert periodic.result["ok"], periodic.result
+        assert is_held("fleet-watch-k8s-3")
+
+        api.put("v1/nodes", node(7, pool="b"))
+        api.delete_object("v1/nodes", "n0008")
+        _until(lambda: Node.objects.get(cluster=cluster, name="n0007").labels["pool"] == "b")
+        _until(lambda: not Node.objects.filter(cluster=cluster, name="n0008").exists())
+        lists = api.count("GET", "/api/v1/nodes", watch=None)
+        skipped = wait_for_job(sync_cluster_task.delay("k8s-3").id)
+        assert "watched" in skipped.result["skipped"]
+        assert api.count("GET", "/api/v1/nodes", watch=None) == lists == NODES // 500, "listed once, at registration"
+
+        api.fail(503, match="/api/v1/pods")  # a failing watch shows on the cluster
+        _until(lambda: Cluster.objects.filter(pk=cluster.pk, ready=False).exists())
+        api.heal()
+
+        informer.forget()  # the watcher stops (as when its worker goes): the lease is freed ...
+        _until(lambda: not is_held("fleet-watch-k8s-3"), timeout=10)
+        again = wait_for_job(sync_cluster_task.delay("k8s-3").id)  # ... and the next periodic sync takes over
+        assert again.result["ok"] and is_held("fleet-watch-k8s-3")
+        assert api.count("GET", "/api/v1/nodes", watch=None) == 2 * lists, "a fresh watcher starts with a list"
+        informer.forget()
+    _until(lambda: not is_held("fleet-watch-k8s-3"), timeout=10)
+
+
 def test_informers_left_idle_are_dropped():
     """A deleted cluster's objects do not stay in a worker's memory for ever."""
     informer.forget()
@@ -134,3 +177,56 @@ def test_informers_left_idle_are_dropped():
     assert set(informer._registry) == {2, 3}, "cluster 1 idle for an hour: dropped"
     assert informer.informers_for(2, "x", clock=lambda: now[0]) is other
     informer.forget()
+
+
+def _until(condition, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "not within the time"
+        time.sleep(0.05)
+
+
+def test_a_watcher_hands_each_change_to_its_writer_and_survives_gone_versions_and_failures(tmp_path):
+    """``Watcher`` over HTTP: a change is written without any sync asking for it; 410 Gone
+    relists; a failing server is reported and the watch resumes when it heals; stop ends it."""
+    api = ApiServer(token=TOKEN)
+    for i in range(3):
+        api.put("v1/nodes", node(i))
+    with serve(api) as url:
+        path = tmp_path / "kubeconfig"
+        path.write_text(kubeconfig(url, TOKEN))
+        with KubernetesConnector(KubernetesConnectorConfig(kubeconfig_path=str(path), request_timeout=5)) as connector:
+            informers = informer.ClusterInformers()
+            informers.refresh(connector)
+            written: list[dict[str, str]] = []
+            failures: list[ConnectorError] = []
+            stopped = []
+
+            def write(watcher: informer.Watcher) -> None:
+                with informers.lock:
+                    written.append({name: obj["metadata"]["labels"]["pool"] for (_, name), obj in
+                                    informers.informers[("v1", "Node")].objects.items()})
+
+            watcher = informer.Watcher(informers, connector, write=write, failed=failures.append, on_stop=lambda: stopped.append(1),
+                                       watch_seconds=2, retry_seconds=0.2, write_every_seconds=3600)
+            watcher.start("c1")
+            assert informers.watched and watcher.alive()
+            api.put("v1/nodes", node(1, pool="b"))
+            _until(lambda: written and written[-1]["n0001"] == "b")
+            writes = len(written)
+
+            api.compact()  # the version the watch resumes from is gone: a list
+            api.put("v1/nodes", node(2, pool="c"))
+            _until(lambda: written[-1]["n0002"] == "c")
+
+            api.fail(500, match="/api/v1/nodes")
+            _until(lambda: failures, timeout=10)
+            assert failures[0].status == 500
+            api.heal()
+            api.put("v1/nodes", node(0, pool="d"))
+            _until(lambda: written[-1]["n0000"] == "d")
+            assert len(written) > writes
+
+            watcher.stop()
+            _until(lambda: stopped == [1] and not any(t.is_alive() for t in watcher.threads))
+            assert not informers.watched

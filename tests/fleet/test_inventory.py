@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
-from fleet.inventory import CPU_TOPOLOGY_ANNOTATION, build_snapshot
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fleet.inventory import CPU_TOPOLOGY_ANNOTATION, FactsMemo, build_snapshot
 
 
 def node(name="n1", allocatable=None, labels=None, annotations=None, ready="True"):
@@ -103,3 +106,42 @@ def test_content_hash_ignores_usage_but_not_labels():
     assert a.row()["content_hash"] == b.row()["content_hash"]
     c = build_snapshot([node(labels={"zone": "b"})], [], []).nodes["n1"]
     assert c.row()["content_hash"] != a.row()["content_hash"]
+
+
+def _rows(snap) -> dict:
+    """What a sync writes from a snapshot: every row, hash included."""
+    return {"nodes": {k: f.row() for k, f in snap.nodes.items()}, "pods": {k: f.row() for k, f in snap.pods.items()},
+            "workloads": {k: f.row() for k, f in snap.workloads.items()}, "errors": sorted(snap.errors)}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["relabel", "move", "cpu", "bad", "delete", "add", "reown", "none"]),
+                          st.integers(0, 5)), min_size=1, max_size=8))
+def test_a_memo_kept_across_builds_gives_what_a_fresh_build_gives(steps):
+    """``FactsMemo`` against the oracle of building from scratch, over a cache whose objects
+    change as an informer's do (a changed object is a new dict, an unchanged one the same):
+    requests summed onto nodes never pile up across builds, an error is reported every time,
+    a pod follows its ReplicaSet to another owner."""
+    nodes = {f"n{i}": node(f"n{i}") for i in range(3)}
+    pods = {f"p{i}": pod(f"p{i}", node_name=f"n{i % 3}", owner={"kind": "ReplicaSet", "name": "web-7d4b9", "controller": True})
+            for i in range(6)}
+    workloads = [deployment(), replica_set()]
+    memo = FactsMemo()
+    for action, i in [("none", 0), *steps]:
+        key = f"p{i}"
+        if action == "relabel":
+            nodes[f"n{i % 3}"] = node(f"n{i % 3}", labels={"zone": f"z{i}"})
+        elif action == "move" and key in pods:
+            pods[key] = {**pods[key], "spec": {**pods[key]["spec"], "nodeName": f"n{(i + 1) % 3}"}}
+        elif action == "cpu" and key in pods:
+            pods[key] = pod(key, node_name=pods[key]["spec"]["nodeName"], cpu=f"{i + 1}")
+        elif action == "bad":
+            pods[key] = pod(key, cpu="lots")
+        elif action == "delete":
+            pods.pop(key, None)
+        elif action == "add":
+            pods[f"q{i}"] = pod(f"q{i}", node_name=f"n{i % 3}")
+        elif action == "reown":
+            workloads = [deployment(), replica_set(owner=f"web{i}")]
+        remembered = build_snapshot(list(nodes.values()), list(pods.values()), workloads, memo=memo)
+        assert _rows(remembered) == _rows(build_snapshot(list(nodes.values()), list(pods.values()), workloads))

@@ -474,3 +474,21 @@ def test_registering_a_real_cluster_checks_the_connection_first(cluster, admin_a
     registered = Cluster.objects.get(name="prod-1")
     assert SECRET in registered.credentials
     assert all(SECRET not in str(c.after) for c in ObjectChange.objects.all())
+
+
+def test_threads_of_one_connector_discover_the_api_once(tmp_path):
+    """A cluster's watcher reads through one connector from a thread per kind: the first calls
+    arrive together, and each used to run discovery (and write the same cache file at once)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.kubeapi import ApiServer, kubeconfig as emulated_kubeconfig, serve
+
+    api = ApiServer()
+    with serve(api) as url:
+        path = tmp_path / "kubeconfig"
+        path.write_text(emulated_kubeconfig(url))
+        with KubernetesConnector(KubernetesConnectorConfig(kubeconfig_path=str(path), request_timeout=5)) as connector:
+            kinds = [("v1", "Node"), ("v1", "Pod"), ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("batch/v1", "Job")] * 2
+            with ThreadPoolExecutor(len(kinds)) as pool:
+                assert all(items == [] for items in pool.map(lambda k: connector.list(*k).items, kinds))
+    assert [r.path for r in api.requests if r.path == "/apis"] == ["/apis"], "one discovery for every thread"
