@@ -163,6 +163,32 @@ def test_a_watched_cluster_shows_a_label_change_without_waiting_for_a_sync(api_s
     _until(lambda: not is_held("fleet-watch-k8s-3"), timeout=10)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_slow_server_times_out_shows_on_its_cluster_and_holds_up_no_other(api_server, purge_shard_queues):
+    """A member whose API server stalls (12 s per request) costs the worker one request
+    timeout (2 s here), shows "timed out" on its cluster, and the other member on the same
+    worker is synced meanwhile, long before the stalled server would have answered."""
+    slow_api, slow_url = api_server
+    fast_api = ApiServer(token=TOKEN)
+    fast_api.put("v1/nodes", node(1))
+    with serve(fast_api) as fast_url, shard_worker(cluster_shard_key("k8s-slow"), cluster_shard_key("k8s-fast")):
+        slow = register_cluster(registration("k8s-slow", slow_url, TOKEN) | {"connector_config": {"request_timeout": 2}})
+        fast = register_cluster(registration("k8s-fast", fast_url, TOKEN))
+        for cluster in (slow, fast):
+            assert wait_for_job(Job.objects.get(kind=SYNC_TASK, object_id=str(cluster.pk))).status == Job.Status.SUCCEEDED
+        slow_api.slow(12)
+        stalled_at = time.monotonic()
+        slow_job, fast_job = request_sync(slow), request_sync(fast)
+        assert wait_for_job(fast_job, timeout=25).status == Job.Status.SUCCEEDED
+        assert wait_for_job(slow_job, timeout=25).status == Job.Status.SUCCEEDED
+        assert time.monotonic() - stalled_at < 12, "both done before the stalled server would have answered once"
+        slow.refresh_from_db()
+        fast.refresh_from_db()
+        assert not slow.ready and slow.status_reason == "unreachable" and "timed out" in slow.status_message, slow.status_message
+        assert fast.ready
+        slow_api.heal()
+
+
 def test_informers_left_idle_are_dropped():
     """A deleted cluster's objects do not stay in a worker's memory for ever."""
     informer.forget()
