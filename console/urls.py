@@ -7,7 +7,6 @@ app_name = "console"
 urlpatterns = [
     path("", views.OverviewView.as_view(), name="overview"),
     path("audit/", views.AuditLogView.as_view(), name="audit-list"),
-    path("audit/export.csv", views.AuditExportView.as_view(), name="audit-export"),
     path("audit/<int:pk>/", views.AuditEntryView.as_view(), name="audit-detail"),
     path("jobs/", views.JobListView.as_view(), name="job-list"),
 ]

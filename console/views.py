@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import csv
 import json
 
-from django.http import HttpResponse, StreamingHttpResponse
-from django.views.generic import DetailView, ListView, TemplateView
+from django.views.generic import DetailView, TemplateView
 
 from core.diff import shallow
 from core.filtersets import JobFilterSet, ObjectChangeFilterSet
 from core.models import Job, ObjectChange
 from core.permissions import may
+from core.tables import JobTable, ObjectChangeTable, TableMixin
 from core.views import PermissionMixin
 from core.worker_signals import live_workers
 from fleet.models import Cluster
@@ -48,23 +47,20 @@ class OverviewView(TemplateView):
         return context
 
 
-class AuditLogView(PermissionMixin, ListView):
+class AuditLogView(PermissionMixin, TableMixin, TemplateView):
+    """The audit log: the filterset's filters (actor, action, since, …) narrow it, the table
+    sorts, searches, pages and exports it (``?export=csv``, every matching row)."""
+
     model = ObjectChange
     template_name = "console/audit_list.html"
-    paginate_by = 50
+    table_class = ObjectChangeTable
 
-    def get_queryset(self):
+    def get_table_queryset(self):
         self.filterset = ObjectChangeFilterSet(self.request.GET, queryset=ObjectChange.objects.select_related("object_type"))
         return self.filterset.qs if self.filterset.is_valid() else ObjectChange.objects.none()
 
     def get_context_data(self, **kwargs):
-        context = super().get_context_data(**kwargs)
-        context["filterset"] = self.filterset
-        query = self.request.GET.copy()
-        query.pop("page", None)
-        context["query"] = query.urlencode()
-        context["actions"] = ObjectChange.Action.choices
-        return context
+        return super().get_context_data(**kwargs) | {"filterset": self.filterset, "actions": ObjectChange.Action.choices}
 
 
 class AuditEntryView(PermissionMixin, DetailView):
@@ -84,42 +80,11 @@ def _show(value) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
-class AuditExportView(PermissionMixin, ListView):
-    """The filtered audit log as CSV, streamed so a large export does not sit in memory."""
-
-    model = ObjectChange
-
-    def get(self, request, *args, **kwargs) -> HttpResponse:
-        filterset = ObjectChangeFilterSet(request.GET, queryset=ObjectChange.objects.select_related("object_type"))
-        if not filterset.is_valid():
-            return HttpResponse(f"invalid filter: {filterset.errors.as_text()}", status=400, content_type="text/plain")
-        writer = csv.writer(_Echo())
-        header = ["time", "actor", "source", "request_id", "action", "verb", "object_type", "object_id", "object", "reason", "before", "after"]
-
-        def rows():
-            yield writer.writerow(header)
-            for c in filterset.qs.iterator(chunk_size=2000):
-                ct = f"{c.object_type.app_label}.{c.object_type.model}" if c.object_type else ""
-                yield writer.writerow([
-                    c.time.isoformat(), c.actor, c.source, c.request_id or "", c.action, c.verb, ct, c.object_id,
-                    c.object_repr, c.reason, json.dumps(c.before, ensure_ascii=False), json.dumps(c.after, ensure_ascii=False),
-                ])
-
-        response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = 'attachment; filename="meridian-audit-log.csv"'
-        return response
-
-
-class JobListView(PermissionMixin, ListView):
+class JobListView(PermissionMixin, TableMixin, TemplateView):
     model = Job
     template_name = "console/job_list.html"
-    paginate_by = 50
+    table_class = JobTable
 
-    def get_queryset(self):
+    def get_table_queryset(self):
         self.filterset = JobFilterSet(self.request.GET, queryset=Job.objects.all())
         return self.filterset.qs if self.filterset.is_valid() else Job.objects.none()

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import messages
-from django.db.models import F
+from django.db.models import F, Value
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.utils.translation import gettext as _
@@ -23,6 +23,7 @@ from django.views.generic import DetailView, TemplateView
 from core import concurrency
 from core.errors import Refused
 from core.forms import add_refusal
+from core.tables import TableMixin
 from core.views import PermissionMixin, VerbViewMixin
 from kube.labels import SelectorError, parse_selector
 from kube.manifests import dump_documents
@@ -33,59 +34,57 @@ from .forms import CordonForm
 from .models import Cluster, Node
 from .queries import cluster_water_levels, fleet_summary, percent
 from .selectors import selector_q
+from .tables import NODE_FIELDS, ClusterTable, NodeTable
 
-NODE_PAGE = 100
 
 
-class ClusterListView(PermissionMixin, TemplateView):
+class ClusterListView(PermissionMixin, TableMixin, TemplateView):
     model = Cluster
     template_name = "fleet/cluster_list.html"
+    table_class = ClusterTable
+
+    def table_rows(self, queryset):
+        return cluster_water_levels(queryset)
 
     def get_context_data(self, **kwargs):
-        return super().get_context_data(**kwargs) | {
-            "clusters": cluster_water_levels(),
-            "summary": fleet_summary(),
-            "topics": ["fleet"],
-        }
+        return super().get_context_data(**kwargs) | {"summary": fleet_summary(), "topics": ["fleet"]}
 
 
-class ClusterDetailView(PermissionMixin, DetailView):
+class ClusterDetailView(PermissionMixin, TableMixin, DetailView):
     """A cluster's water level, its cordon state (with the cordon form for those who may) and
-    a searchable node table (label selector, keyset pages)."""
+    its node table: the label selector narrows it (as the API's ``labelSelector``), the table
+    searches names, sorts by name and pages."""
 
     model = Cluster
     slug_field = slug_url_kwarg = "name"
     template_name = "fleet/cluster_detail.html"
     context_object_name = "cluster"
+    table_class = NodeTable
+
+    def get(self, request, *args, **kwargs):
+        self.object = self.get_object()
+        return super().get(request, *args, **kwargs)
+
+    def get_table_queryset(self):
+        nodes = (Node.objects.filter(cluster=self.object).only(*NODE_FIELDS)
+                 .annotate(cluster_name=Value(self.object.name)))
+        self.selector = self.request.GET.get("labelSelector", "").strip()
+        self.selector_error = None
+        if self.selector:
+            try:
+                nodes = nodes.filter(selector_q(parse_selector(self.selector)))
+            except SelectorError as exc:
+                self.selector_error = str(exc)
+                nodes = nodes.none()
+        return nodes
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         cluster = self.object
-        selector_text = self.request.GET.get("labelSelector", "").strip()
-        nodes = Node.objects.filter(cluster=cluster).order_by("name")
-        try:
-            if selector_text:
-                nodes = nodes.filter(selector_q(parse_selector(selector_text)))
-            context["selector_error"] = None
-        except SelectorError as exc:
-            context["selector_error"] = str(exc)
-            nodes = nodes.none()
-        after = self.request.GET.get("after", "")
-        if after:
-            nodes = nodes.filter(name__gt=after)
-        page = list(nodes.only(
-            "name", "labels", "ready", "unschedulable", "cpu_allocatable_milli", "cpu_requested_milli",
-            "memory_allocatable_bytes", "memory_requested_bytes", "gpu_allocatable", "gpu_requested", "pod_count", "cpu_usage_milli",
-        )[: NODE_PAGE + 1])
-        for node in page:
-            node.cpu_level = percent(node.cpu_requested_milli, node.cpu_allocatable_milli)
-            node.memory_level = percent(node.memory_requested_bytes, node.memory_allocatable_bytes)
-            node.usage_level = percent(node.cpu_usage_milli, node.cpu_allocatable_milli)
         context.update(
             water=cluster_water_levels(Cluster.objects.filter(pk=cluster.pk))[0],
-            nodes=page[:NODE_PAGE],
-            next_after=page[NODE_PAGE - 1].name if len(page) > NODE_PAGE else None,
-            selector=selector_text,
+            selector=self.selector,
+            selector_error=self.selector_error,
             topics=[f"cluster-{cluster.name}"],
         )
         if self.can("cordon", cluster):

@@ -29,6 +29,7 @@ from core import concurrency
 from core.errors import Refused
 from core.forms import add_refusal
 from core.permissions import may, may_any_or_role
+from core.tables import TableMixin
 from core.views import PermissionMixin, RevisionDiffMixin, VerbViewMixin
 from fleet.models import Cluster, Node
 
@@ -45,7 +46,7 @@ from .forms import (
     TargetForm,
 )
 from .models import ConfigTarget, ConfigType, NodeConfig
-from .validation import warnings_for
+from .tables import ConfigTypeTable
 
 NODE_PAGE = 100
 SEGMENTS = ("applied", "failed", "pending", "held")
@@ -126,24 +127,19 @@ class IndexView(PermissionMixin, TemplateView):
         }
 
 
-class ConfigTypeListView(PermissionMixin, TemplateView):
+class ConfigTypeListView(PermissionMixin, TableMixin, TemplateView):
     """Registered config types: GVR, allowed selector keys per priority (with advice), default body."""
 
     model = ConfigType
     template_name = "nodeconfig/type_list.html"
+    table_class = ConfigTypeTable
 
-    def get_context_data(self, **kwargs):
+    def get_table_queryset(self):
         live = Q(targets__deleted=False)
-        types = list(ConfigType.objects.annotate(
+        return ConfigType.objects.annotate(
             target_count=Count("targets", filter=live),
             emergency_count=Count("targets", filter=live & Q(targets__emergency=True)),
-        ))
-        for config_type in types:
-            raw = {int(e.get("priority", 0)): list(e.get("keyList") or []) for e in config_type.allowed_keys or []}
-            config_type.priorities = sorted(config_type.allowed_keys_by_priority().items())
-            config_type.warnings = warnings_for(raw)
-            config_type.default_json = pretty(config_type.default_config or {})
-        return super().get_context_data(**kwargs) | {"types": types}
+        )
 
 
 # ---------------------------------------------------------------------------- one target

@@ -915,6 +915,10 @@ GLOSSARY.update({
     "— from the object's labels, or none —": "— 取自对象标签，或不使用 —",
     "“key: quantity” lines, e.g. limits.cpu: 5.": "每行一个“key: quantity”，例如 limits.cpu: 5。",
     "…or a policy spec (YAML)": "…或策略 Spec（YAML）",
+    # List tables (core.tables, templates/includes/table.html)
+    "Request ID": "请求 ID", "Object type": "对象类型", "Object ID": "对象 ID", "Finished": "完成时间",
+    "Rows per page": "每页行数", "Columns": "列", "Show columns": "显示所选列", "Nothing matches.": "没有匹配的行。",
+    "%(n)s row": "%(n)s 行",
 })
 
 

@@ -90,8 +90,10 @@ def test_audit_log_api_filters_and_page_exports_csv(viewer, viewer_api, client):
     client.force_login(viewer)
     page = client.get("/audit/", {"q": "hdd"})
     assert page.status_code == 200 and b"target hdd-a4" in page.content and b"cluster bj-3" not in page.content
-    export = client.get("/audit/export.csv", {"actor": "alice"})
+    export = client.get("/audit/", {"actor": "alice", "export": "csv"})
+    assert export["Content-Disposition"] == 'attachment; filename="meridian-audit-log.csv"'
     rows = list(csv.reader(io.StringIO(b"".join(export.streaming_content).decode())))
-    assert rows[0][:2] == ["time", "actor"] and len(rows) == 2 and rows[1][1] == "alice"
+    assert rows[0][:2] == ["Time", "Actor"] and len(rows) == 2 and rows[1][1] == "alice"
+    assert rows[0][-2:] == ["Before", "After"], "the export carries the snapshots the page hides"
     detail = client.get(f"/audit/{ObjectChange.objects.get(actor='bob').pk}/")
     assert detail.status_code == 200 and b"changed" in detail.content

@@ -1,0 +1,388 @@
+"""Every list page's table, the NetBox way: a django-tables2 ``Table`` per model in each app's
+``tables.py`` over ``BaseTable``, and one view helper (``TableMixin``) giving every list the same
+URL parameters, so a link, a bookmark or a script works the same on every page:
+
+- ``sort=<column>`` / ``sort=-<column>``: an unknown or unsortable column is ignored;
+- ``q=<text>``: case-insensitive substring search over the table's ``search_fields``;
+- ``page=<n>``, ``per_page=<25|50|100|500>``: out-of-range or non-numeric values are clamped;
+- ``columns=<name>`` (repeated): the visible columns, remembered in the session per table;
+- ``export=csv``: the filtered, sorted rows of every page as streamed CSV, through the same
+  view, so the same permission check guards it.
+
+A page with several tables gives each a ``prefix`` (``policy-sort=…``). Rows a view computes
+in Python (the fleet's water levels) come from ``rows(queryset)`` after the search narrowed
+the queryset, so computing stays bounded by what the search left.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, ClassVar
+
+import django_tables2 as tables
+from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
+from django.utils.encoding import force_str
+from django.utils.html import format_html, strip_tags
+from django.utils.safestring import SafeData
+from django.utils.text import Truncator
+from django.utils.translation import gettext_lazy as _
+from django_tables2.rows import BoundRow
+
+PER_PAGE_CHOICES = (25, 50, 100, 500)
+DEFAULT_PER_PAGE = 50
+EXPORT_CHUNK = 2000
+#: Parameters a table's own controls set; everything else (a page's filters) is carried along.
+TABLE_PARAMS = ("sort", "q", "page", "per_page", "columns", "export")
+
+Rows = Callable[[QuerySet], list[Any]]
+
+
+class BaseTable(tables.Table):
+    """The base of every table: the console's table markup, sortable headers, and what the
+    search, the column chooser and the export need to know about the table."""
+
+    #: Fields ``?q=`` searches (``icontains``, joined with OR); none: the page has no search box.
+    search_fields: ClassVar[tuple[str, ...]] = ()
+    #: Columns shown until the user picks (None: all of them).
+    default_columns: ClassVar[tuple[str, ...] | None] = None
+    #: The CSV's file name, without ``.csv``.
+    export_name: ClassVar[str] = "meridian"
+
+    class Meta:
+        attrs = {"class": "table"}
+        orderable = True
+
+    # Set by ``build_table`` for the template (``templates/includes/table.html``).
+    search_text = ""
+    query: QueryDict
+
+    def param(self, name: str) -> str:
+        """The URL parameter ``name`` of this table (its prefix applied)."""
+        return f"{self.prefix}{name}"
+
+    def url(self, **changes: Any) -> str:
+        """``?query`` with this table's parameters changed (None removes one); the page resets."""
+        query = self.query.copy()
+        query.pop(self.param("page"), None)
+        query.pop("fragment", None)
+        for name, value in changes.items():
+            key = self.param(name)
+            query.pop(key, None)
+            if value is not None:
+                query[key] = value
+        return "?" + query.urlencode()
+
+    def kept_inputs(self, *own: str) -> list[tuple[str, str]]:
+        """Hidden inputs for a GET form that sets ``own``: every other parameter stays as it is."""
+        skip = {self.param(name) for name in own} | {self.param("page"), self.param("export"), "fragment"}
+        return [(key, value) for key, values in self.query.lists() if key not in skip for value in values]
+
+    @property
+    def kept_search_inputs(self) -> list[tuple[str, str]]:
+        return self.kept_inputs("q", "per_page")
+
+    @property
+    def kept_column_inputs(self) -> list[tuple[str, str]]:
+        return self.kept_inputs("columns")
+
+    @property
+    def state_inputs(self) -> list[tuple[str, str]]:
+        """Hidden inputs for a page's own filter form: the table keeps its sort, search and size."""
+        return [(self.param(n), v) for n in ("sort", "q", "per_page") for v in self.query.getlist(self.param(n))]
+
+    def page_url(self, number: int) -> str:
+        return self.url() + f"&{self.param('page')}={number}"
+
+    @property
+    def previous_url(self) -> str:
+        return self.page_url(self.page.previous_page_number())
+
+    @property
+    def next_url(self) -> str:
+        return self.page_url(self.page.next_page_number())
+
+    @property
+    def headers(self) -> list[dict[str, Any]]:
+        """Visible columns with their label, and for sortable ones the URL that sorts by them
+        (ascending first, then descending) and the current direction."""
+        current = self.order_by[0] if self.order_by else None
+        out = []
+        for column in self.columns:
+            entry: dict[str, Any] = {"name": column.name, "label": column.header, "url": None, "sorted": None,
+                                     "attrs": column.attrs.get("th", {})}
+            if column.orderable:
+                ascending = current is not None and current.bare == column.name and not current.is_descending
+                descending = current is not None and current.bare == column.name and current.is_descending
+                entry["sorted"] = "ascending" if ascending else "descending" if descending else None
+                entry["url"] = self.url(sort=f"-{column.name}" if ascending else column.name)
+            out.append(entry)
+        return out
+
+    @property
+    def column_choices(self) -> list[dict[str, Any]]:
+        """Every column the user may show or hide, for the column chooser."""
+        return [{"name": c.name, "label": c.header, "visible": c.visible}
+                for c in self.columns.iterall() if c.name not in self.exclude]
+
+    @property
+    def per_page_choices(self) -> tuple[int, ...]:
+        return PER_PAGE_CHOICES
+
+    @property
+    def export_url(self) -> str:
+        return self.url(export="csv")
+
+    @property
+    def shown_rows(self):
+        """The rows of the current page (all rows when the table is not paginated)."""
+        return self.page.object_list if hasattr(self, "page") else self.rows
+
+
+def search_q(fields: Iterable[str], text: str) -> Q:
+    """Rows whose ``fields`` contain ``text`` (case-insensitive), any of them."""
+    q = Q()
+    for field in fields:
+        q |= Q(**{f"{field}__icontains": text})
+    return q
+
+
+class ClampedPaginator(Paginator):
+    """A page number that is not a number, or past either end, shows the nearest page (as
+    NetBox does) instead of a 404 or a 500."""
+
+    def validate_number(self, number: Any) -> int:
+        try:
+            return super().validate_number(number)
+        except PageNotAnInteger:
+            return 1
+        except EmptyPage:
+            return 1 if _as_int(number, 1) < 1 else max(self.num_pages, 1)
+
+
+def _as_int(value: Any, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def per_page(request: HttpRequest, prefix: str = "", default: int = DEFAULT_PER_PAGE) -> int:
+    """``per_page`` clamped to the offered sizes (the nearest one not below what was asked)."""
+    asked = _as_int(request.GET.get(f"{prefix}per_page"), default)
+    return next((size for size in PER_PAGE_CHOICES if size >= asked), PER_PAGE_CHOICES[-1])
+
+
+def _choose_columns(request: HttpRequest, table: BaseTable) -> None:
+    """Show the columns ``?columns=`` names (an empty choice resets to the default) and remember
+    the choice in the session; without the parameter, the session's choice or the default."""
+    key = f"tables:{type(table).__name__}:columns"
+    session = getattr(request, "session", None)
+    names = {c.name for c in table.columns.iterall()}
+    if table.param("columns") in request.GET:
+        chosen = [n for n in request.GET.getlist(table.param("columns")) if n in names]
+        if session is not None:
+            if chosen:
+                session[key] = chosen
+            else:
+                session.pop(key, None)
+    else:
+        chosen = [n for n in (session.get(key) or []) if n in names] if session is not None else []
+    shown = set(chosen or table.default_columns or names)
+    for name in names:
+        (table.columns.show if name in shown else table.columns.hide)(name)
+
+
+def build_table(request: HttpRequest, table_class: type[BaseTable], queryset: QuerySet, *, prefix: str = "",
+                rows: Rows | None = None, **kwargs: Any) -> BaseTable:
+    """The table for this request: searched, sorted, with the chosen columns (not yet paginated;
+    the export wants every row, the page one page)."""
+    text = request.GET.get(f"{prefix}q", "").strip()
+    if text and table_class.search_fields:
+        queryset = queryset.filter(search_q(table_class.search_fields, text))
+    table = table_class(rows(queryset) if rows is not None else queryset, prefix=prefix, **kwargs)
+    table.search_text = text
+    table.query = request.GET.copy()
+    sort = request.GET.get(f"{prefix}sort", "").strip()
+    if sort:
+        table.order_by = sort  # django-tables2 drops unknown and unsortable columns
+    _choose_columns(request, table)
+    return table
+
+
+def paginate(request: HttpRequest, table: BaseTable) -> BaseTable:
+    table.paginate(paginator_class=ClampedPaginator, page=request.GET.get(table.param("page"), 1),
+                   per_page=per_page(request, table.prefix))
+    return table
+
+
+class _Echo:
+    """A file-like object ``csv.writer`` writes a line to and gets the line back from."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def _records(table: BaseTable) -> Iterator[Any]:
+    """Every record in the table's order; a queryset is read in chunks, never all at once."""
+    data = table.data.data
+    if isinstance(data, QuerySet):
+        return data.iterator(chunk_size=EXPORT_CHUNK)
+    return iter(data)
+
+
+def _plain(value: Any) -> Any:
+    if value is None:
+        return ""
+    return strip_tags(value) if isinstance(value, SafeData) else force_str(value, strings_only=True)
+
+
+def export_csv(table: BaseTable) -> HttpResponse:
+    """Every row of the (searched, sorted) table as CSV, streamed: each column, hidden ones too,
+    unless the column says ``exclude_from_export``; the cell values without markup."""
+    columns = [c for c in table.columns.iterall() if not c.column.exclude_from_export]
+    writer = csv.writer(_Echo())
+
+    def lines() -> Iterator[str]:
+        yield writer.writerow([force_str(c.header) for c in columns])
+        for record in _records(table):
+            row = BoundRow(record, table=table)
+            yield writer.writerow([_plain(row.get_cell_value(c.name)) for c in columns])
+
+    response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{table.export_name}.csv"'
+    return response
+
+
+class TableMixin:
+    """A list page's tables (one per ``table_class``; ``get_tables`` for several, each with its
+    own prefix): ``?export=csv`` answers the CSV instead of the page, after the view's
+    permission check (put ``PermissionMixin`` first), and the page paginates each table."""
+
+    request: HttpRequest
+    table_class: type[BaseTable]
+
+    def get_table_queryset(self) -> QuerySet:
+        """The rows before search and sorting (restricted to what the user may see)."""
+        return self.model._default_manager.all()  # type: ignore[attr-defined]
+
+    def table_rows(self, queryset: QuerySet) -> list[Any] | QuerySet:
+        """What the table shows for the searched queryset; override for rows computed in Python."""
+        return queryset
+
+    def get_tables(self) -> list[BaseTable]:
+        return [build_table(self.request, self.table_class, self.get_table_queryset(), rows=self.table_rows)]
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        self.tables = self.get_tables()
+        for table in self.tables:
+            if request.GET.get(table.param("export")) == "csv":
+                return export_csv(table)
+        return super().get(request, *args, **kwargs)  # type: ignore[misc]
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)  # type: ignore[misc]
+        if not hasattr(self, "tables"):  # a form view re-rendering its page after a refused POST
+            self.tables = self.get_tables()
+        for table in self.tables:
+            paginate(self.request, table)
+        return context | {"table": self.tables[0], "tables": self.tables}
+
+
+# ---------------------------------------------------------------------------- core's own lists
+
+def _json(value: Any) -> str:
+    import json
+
+    return "" if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+class ObjectChangeTable(BaseTable):
+    """The audit log: the change's time links to its entry; the snapshots are in the export."""
+
+    time = tables.DateTimeColumn(verbose_name=_("Time"), format="Y-m-d H:i:s",
+                                 linkify=("console:audit-detail", {"pk": tables.A("pk")}))
+    actor = tables.Column(verbose_name=_("Actor"))
+    source = tables.Column(verbose_name=_("Source"))
+    action = tables.Column(verbose_name=_("Action"))
+    object_repr = tables.Column(verbose_name=_("Object"))
+    reason = tables.Column(verbose_name=_("Reason"), orderable=False)
+    request_id = tables.Column(verbose_name=_("Request ID"), orderable=False)
+    object_type = tables.Column(verbose_name=_("Object type"), orderable=False)
+    object_id = tables.Column(verbose_name=_("Object ID"), orderable=False)
+    before = tables.Column(verbose_name=_("Before"), orderable=False, empty_values=())
+    after = tables.Column(verbose_name=_("After"), orderable=False, empty_values=())
+
+    search_fields = ("actor", "object_repr", "reason")
+    default_columns = ("time", "actor", "source", "action", "object_repr", "reason")
+    export_name = "meridian-audit-log"
+
+    class Meta(BaseTable.Meta):
+        empty_text = _("No entries match.")
+        attrs = {"class": "table", "id": "audit-table"}
+
+    def render_action(self, record) -> str:
+        shown = record.get_action_display()
+        return f"{shown} · {record.verb}" if record.verb else shown
+
+    def render_object_repr(self, record):
+        if not record.object_type:
+            return record.object_repr
+        return format_html('<span class="muted">{}</span> {}', record.object_type.model, record.object_repr)
+
+    def value_object_repr(self, record) -> str:
+        return record.object_repr
+
+    def render_reason(self, value: str) -> str:
+        return Truncator(value).chars(80)
+
+    def value_reason(self, value: str) -> str:
+        return value
+
+    def render_object_type(self, record) -> str:
+        return f"{record.object_type.app_label}.{record.object_type.model}"
+
+    def render_before(self, value) -> str:
+        return _json(value)
+
+    def render_after(self, value) -> str:
+        return _json(value)
+
+    def value_time(self, value) -> str:
+        return value.isoformat()
+
+
+class JobTable(BaseTable):
+    """Background jobs, newest first, with their state badge."""
+
+    id = tables.Column(verbose_name=_("Job"))
+    status = tables.Column(verbose_name=_("Status"))
+    triggered_by = tables.Column(verbose_name=_("Triggered by"))
+    created = tables.DateTimeColumn(verbose_name=_("Created"), format="Y-m-d H:i:s")
+    finished = tables.DateTimeColumn(verbose_name=_("Finished"), format="Y-m-d H:i:s")
+    error = tables.Column(verbose_name=_("Error"), orderable=False)
+
+    search_fields = ("kind", "triggered_by", "error")
+    default_columns = ("id", "status", "triggered_by", "created", "error")
+    export_name = "meridian-jobs"
+
+    class Meta(BaseTable.Meta):
+        empty_text = _("No jobs yet.")
+        attrs = {"class": "table", "id": "job-table"}
+
+    def render_id(self, record) -> str:
+        return f"{record.kind} #{record.pk}"
+
+    def render_status(self, record):
+        return format_html('<span class="badge {}">{}</span>', record.status, record.get_status_display())
+
+    def value_status(self, record) -> str:
+        return record.status
+
+    def render_error(self, value: str) -> str:
+        return Truncator(value).chars(80)
+
+    def value_error(self, value: str) -> str:
+        return value

@@ -1,0 +1,170 @@
+"""Every list page sorts, searches, pages, picks columns and exports CSV the same way
+(``core.tables``): through the real views, with the test client, asserting rows' order."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+import pytest
+
+from core.audit import record_change
+from core.context import acting_as
+from core.models import Job
+from fleet.models import Cluster, Node
+from nodeconfig.models import ConfigType
+
+pytestmark = pytest.mark.django_db
+
+
+def csv_rows(response) -> list[list[str]]:
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    return list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+
+
+def row_keys(html: str, attr: str) -> list[str]:
+    return re.findall(rf'<tr[^>]* {attr}="([^"]+)"', html)
+
+
+@pytest.fixture
+def clusters():
+    for name, requested in (("bj-a4", 90_000), ("sh-b2", 10_000), ("gz-c7", 50_000)):
+        Cluster.objects.create(name=name, connector="simulated", ready=True, node_count=3, ready_node_count=3,
+                               cpu_allocatable_milli=100_000, cpu_requested_milli=requested,
+                               labels={"zone": "north" if name == "bj-a4" else "south"})
+
+
+@pytest.fixture
+def nodes():
+    cluster = Cluster.objects.create(name="big", connector="simulated", ready=True)
+    Node.objects.bulk_create(Node(cluster=cluster, name=f"node-{i:03d}", ready=True, cpu_allocatable_milli=1000,
+                                  labels={"machineModel": "A4" if i % 2 else "A3"}) for i in range(120))
+    return cluster
+
+
+def test_cluster_list_sorts_by_name_and_by_level(client, viewer, clusters):
+    client.force_login(viewer)
+    assert row_keys(client.get("/fleet/").content.decode(), "data-cluster") == ["bj-a4", "gz-c7", "sh-b2"]
+    assert row_keys(client.get("/fleet/?sort=-name").content.decode(), "data-cluster") == ["sh-b2", "gz-c7", "bj-a4"]
+    assert row_keys(client.get("/fleet/?sort=cpu").content.decode(), "data-cluster") == ["sh-b2", "gz-c7", "bj-a4"]
+    html = client.get("/fleet/?sort=cpu").content.decode()
+    assert 'href="?sort=-cpu"' in html and 'aria-sort="ascending"' in html, "the header sorts the other way next"
+
+
+def test_cluster_list_searches_names_and_labels(client, viewer, clusters):
+    client.force_login(viewer)
+    assert row_keys(client.get("/fleet/?q=A4").content.decode(), "data-cluster") == ["bj-a4"]
+    assert row_keys(client.get("/fleet/?q=south").content.decode(), "data-cluster") == ["gz-c7", "sh-b2"]
+    html = client.get("/fleet/?q=a4").content.decode()
+    assert "90.0%" in html, "the water level figures are fleet.queries' own"
+
+
+def test_cluster_list_exports_the_searched_sorted_rows(client, viewer, clusters):
+    client.force_login(viewer)
+    response = client.get("/fleet/?q=-&sort=-cpu&export=csv&per_page=25&page=2")
+    assert response["Content-Disposition"] == 'attachment; filename="meridian-clusters.csv"'
+    rows = csv_rows(response)
+    assert rows[0][:3] == ["Cluster", "Status", "Nodes"]
+    assert [r[0] for r in rows[1:]] == ["bj-a4", "gz-c7", "sh-b2"], "every page, not the one asked for"
+    assert rows[1][3] == "90.0" and "<" not in "".join(rows[1])
+
+
+@pytest.mark.parametrize("query", ["sort=nonsense", "sort=-labels", "per_page=abc", "per_page=-5", "page=999",
+                                   "page=abc", "page=0", "columns=bogus", "export=xml", "q=%25%27%22"])
+@pytest.mark.parametrize("path", ["/fleet/", "/audit/", "/jobs/", "/nodeconfig/types/", "/fleet/clusters/big/"])
+def test_bad_parameters_are_ignored_or_clamped(client, viewer, nodes, path, query):
+    client.force_login(viewer)
+    assert client.get(f"{path}?{query}").status_code == 200
+
+
+def test_page_and_per_page_are_clamped(client, viewer, nodes):
+    client.force_login(viewer)
+    last = client.get("/fleet/clusters/big/?per_page=50&page=999").content.decode()
+    assert "Page 3 of 3" in last and "node-119" in last and "node-099" not in last
+    assert "Page 1 of 2" in client.get("/fleet/clusters/big/?per_page=70").content.decode(), "70 → the next size, 100"
+
+
+def test_nodes_keep_the_label_selector_and_sort_and_search(client, viewer, nodes):
+    client.force_login(viewer)
+    html = client.get("/fleet/clusters/big/?labelSelector=machineModel%3DA4&sort=-name&per_page=25").content.decode()
+    names = re.findall(r">(node-\d+)</a>", html)
+    assert names[:3] == ["node-119", "node-117", "node-115"] and len(names) == 25
+    assert 'name="labelSelector"' in html and "Page 1 of 3" in html
+    assert 'href="?labelSelector=machineModel%3DA4&amp;sort=-name&amp;per_page=25&amp;page=2"' in html
+    found = re.findall(r">(node-\d+)</a>", client.get("/fleet/clusters/big/?q=e-01").content.decode())
+    assert found == [f"node-01{i}" for i in range(10)]
+    bad = client.get("/fleet/clusters/big/?labelSelector=machineModel%20in%20(").content.decode()
+    assert "Invalid label selector" in bad
+
+
+def test_nodes_export_every_matching_node(client, viewer, nodes):
+    client.force_login(viewer)
+    rows = csv_rows(client.get("/fleet/clusters/big/?labelSelector=machineModel%3DA3&export=csv"))
+    assert rows[0][0] == "Node" and len(rows) == 61 and rows[1][0] == "node-000"
+    assert "machineModel=A3" in rows[1][rows[0].index("Labels")]
+
+
+def test_node_page_query_count_does_not_grow_with_rows(client, viewer, nodes, django_assert_max_num_queries):
+    client.force_login(viewer)
+    client.get("/fleet/clusters/big/?per_page=25")
+    with django_assert_max_num_queries(14) as small:
+        client.get("/fleet/clusters/big/?per_page=25")
+    with django_assert_max_num_queries(len(small.captured_queries)):
+        client.get("/fleet/clusters/big/?per_page=100")
+
+
+def test_audit_log_sorts_searches_and_exports(client, viewer):
+    for actor, what in (("carol", "target hdd-a4"), ("alice", "cluster bj-3"), ("bob", "target ssd-b1")):
+        with acting_as(actor):
+            record_change(None, "update", object_repr=what, reason="INC-1")
+    client.force_login(viewer)
+    html = client.get("/audit/?sort=actor").content.decode()
+    assert [m for m in re.findall(r"<td >(alice|bob|carol)</td>", html)] == ["alice", "bob", "carol"]
+    html = client.get("/audit/?q=a4").content.decode()
+    assert "target hdd-a4" in html and "cluster bj-3" not in html
+    rows = csv_rows(client.get("/audit/?sort=-actor&export=csv"))
+    assert [r[1] for r in rows[1:]] == ["carol", "bob", "alice"]
+
+
+def test_jobs_sort_search_and_export(client, viewer):
+    for kind in ("sync-a4", "prune", "reconcile"):
+        Job.objects.create(kind=kind, triggered_by="test", status=Job.Status.SUCCEEDED)
+    client.force_login(viewer)
+    html = client.get("/jobs/?sort=id").content.decode()
+    assert re.findall(r"(sync-a4|prune|reconcile) #", html) == ["sync-a4", "prune", "reconcile"]
+    html = client.get("/jobs/?sort=-id").content.decode()
+    assert re.findall(r"(sync-a4|prune|reconcile) #", html) == ["reconcile", "prune", "sync-a4"]
+    assert re.findall(r"(sync-a4|prune|reconcile) #", client.get("/jobs/?q=A4").content.decode()) == ["sync-a4"]
+    rows = csv_rows(client.get("/jobs/?q=prune&export=csv"))
+    assert rows[0][:2] == ["Job", "Status"] and rows[1][:2] == [f"prune #{Job.objects.get(kind='prune').pk}", "succeeded"]
+
+
+def test_config_types_sort_search_and_export(client, viewer):
+    for name in ("QaTestA4Configuration", "QaTestBConfiguration", "QaTestCConfiguration"):
+        ConfigType.objects.create(name=name, resource=name.lower() + "s", description=f"{name} for tests")
+    client.force_login(viewer)
+    assert row_keys(client.get("/nodeconfig/types/?q=qatest&sort=-name").content.decode(), "id") == [
+        "type-QaTestCConfiguration", "type-QaTestBConfiguration", "type-QaTestA4Configuration"]
+    assert row_keys(client.get("/nodeconfig/types/?q=a4c").content.decode(), "id") == ["type-QaTestA4Configuration"]
+    rows = csv_rows(client.get("/nodeconfig/types/?q=testc&export=csv"))
+    assert rows[0][0] == "Type" and [r[0] for r in rows[1:]] == ["QaTestCConfiguration"]
+
+
+def test_column_choice_is_remembered_in_the_session(client, viewer, clusters):
+    client.force_login(viewer)
+    html = client.get("/fleet/?columns=&columns=name&columns=gpu").content.decode()
+    assert ">GPU</a>" in html and ">Memory</a>" not in html
+    html = client.get("/fleet/").content.decode()
+    assert ">GPU</a>" in html and ">Memory</a>" not in html, "kept for the next visit"
+    html = client.get("/fleet/?columns=").content.decode()
+    assert ">Memory</a>" in html, "an empty choice resets to the default"
+
+
+@pytest.mark.parametrize("path", ["/fleet/", "/audit/", "/jobs/", "/nodeconfig/types/"])
+def test_export_needs_the_pages_permission(client, nobody, path):
+    client.force_login(nobody)
+    response = client.get(f"{path}?export=csv")
+    assert response.status_code == 403 and not response.get("Content-Disposition")
+    client.logout()
+    assert client.get(f"{path}?export=csv").status_code == 302
