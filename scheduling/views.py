@@ -26,6 +26,7 @@ from django.views.generic import DetailView, FormView, TemplateView
 from core import concurrency
 from core.errors import Refused
 from core.forms import add_refusal
+from core.tables import TableMixin, build_table
 from core.views import PermissionMixin, RevisionDiffMixin, VerbViewMixin
 from fleet.models import Cluster
 from fleet.views import WebhookPageMixin
@@ -46,6 +47,12 @@ from .forms import (
     pretty,
 )
 from .models import NodeSchedulerConfig, PodSchedulerConfig, SchedulerConfigBinding, SchedulingPolicy
+from .tables import (
+    NodeSchedulerConfigTable,
+    PodSchedulerConfigTable,
+    SchedulerConfigBindingTable,
+    SchedulingPolicyTable,
+)
 
 SAMPLE_POD = """apiVersion: v1
 kind: Pod
@@ -76,21 +83,28 @@ def scheduling_labels() -> dict[str, str]:
 
 # ---------------------------------------------------------------------------- the index
 
-class IndexView(PermissionMixin, TemplateView):
-    """Policies, templates and bindings, with links to import/export, preview and the simulator."""
+class IndexView(PermissionMixin, TableMixin, TemplateView):
+    """Policies, templates and bindings (a table each, its parameters prefixed), with links to
+    import/export, preview and the simulator."""
 
     model = SchedulingPolicy
     template_name = "scheduling/index.html"
+    #: prefix → (table, model): the page's tables in the order shown
+    TABLES = {"policy-": (SchedulingPolicyTable, SchedulingPolicy), "nsc-": (NodeSchedulerConfigTable, NodeSchedulerConfig),
+              "psc-": (PodSchedulerConfigTable, PodSchedulerConfig), "scb-": (SchedulerConfigBindingTable, SchedulerConfigBinding)}
+
+    def get_tables(self):
+        return [build_table(self.request, table_class, model.objects.select_related("revision"), prefix=prefix)
+                for prefix, (table_class, model) in self.TABLES.items()]
 
     def get_context_data(self, **kwargs):
         user = self.request.user
         from core.permissions import may
 
-        return super().get_context_data(**kwargs) | {
-            "policies": SchedulingPolicy.objects.select_related("revision"),
-            "node_templates": NodeSchedulerConfig.objects.select_related("revision"),
-            "pod_templates": PodSchedulerConfig.objects.select_related("revision"),
-            "bindings": SchedulerConfigBinding.objects.select_related("revision"),
+        context = super().get_context_data(**kwargs)
+        policy_table, nsc_table, psc_table, scb_table = context["tables"]
+        return context | {
+            "policy_table": policy_table, "nsc_table": nsc_table, "psc_table": psc_table, "scb_table": scb_table,
             "can_add_policy": may(user, "add", SchedulingPolicy),
             "can_add_template": may(user, "add", NodeSchedulerConfig),
             "can_add_binding": may(user, "add", SchedulerConfigBinding),

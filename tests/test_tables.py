@@ -161,10 +161,29 @@ def test_column_choice_is_remembered_in_the_session(client, viewer, clusters):
     assert ">Memory</a>" in html, "an empty choice resets to the default"
 
 
-@pytest.mark.parametrize("path", ["/fleet/", "/audit/", "/jobs/", "/nodeconfig/types/"])
+@pytest.mark.parametrize("path", ["/fleet/", "/audit/", "/jobs/", "/nodeconfig/types/", "/scheduling/"])
 def test_export_needs_the_pages_permission(client, nobody, path):
     client.force_login(nobody)
     response = client.get(f"{path}?export=csv")
     assert response.status_code == 403 and not response.get("Content-Disposition")
     client.logout()
     assert client.get(f"{path}?export=csv").status_code == 302
+
+
+def test_a_page_with_several_tables_prefixes_each_ones_parameters(client, viewer):
+    from scheduling.models import NodeSchedulerConfig, SchedulingPolicy
+
+    for name in ("qa-a4", "qa-b", "qa-c"):
+        SchedulingPolicy.objects.create(name=name, description=f"{name} policy")
+        NodeSchedulerConfig.objects.create(name=name, spec={})
+    client.force_login(viewer)
+    html = client.get("/scheduling/?policy-q=qa-&policy-sort=-name&nsc-q=a4").content.decode()
+    policies = html[html.index('id="policy-table"'):html.index("</table>", html.index('id="policy-table"'))]
+    assert re.findall(r">(qa-\w+)</a>", policies) == ["qa-c", "qa-b", "qa-a4"]
+    templates = html[html.index('id="nsc-table"'):html.index("</table>", html.index('id="nsc-table"'))]
+    assert re.findall(r">(qa-\w+)</a>", templates) == ["qa-a4"]
+    link = re.search(r'href="\?([^"]+)" data-sort="name"', policies).group(1)
+    assert sorted(link.split("&amp;")) == ["nsc-q=a4", "policy-q=qa-", "policy-sort=name"], "other tables keep their state"
+    rows = csv_rows(client.get("/scheduling/?nsc-q=qa&nsc-sort=-name&nsc-export=csv"))
+    assert rows[0][0] == "Name" and [r[0] for r in rows[1:]] == ["qa-c", "qa-b", "qa-a4"]
+    assert client.get("/scheduling/?scb-sort=bogus&psc-page=x&policy-per_page=abc").status_code == 200
