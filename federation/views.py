@@ -44,6 +44,7 @@ from core import concurrency
 from core.errors import Refused
 from core.forms import add_refusal
 from core.permissions import may, may_any_or_role
+from core.tables import TableMixin, build_table
 from core.views import PermissionMixin, VerbViewMixin
 from fleet import services as fleet_services
 from fleet.models import Cluster
@@ -67,6 +68,7 @@ from .forms import (
 from .models import FederatedObject, MemberObject, PropagationPolicy, WaterLevelSample
 from .policy import desired_replicas
 from .scheduler import format_amount
+from .tables import PolicyTable
 
 OBJECT_PAGE = 100
 CLUSTERS_SHOWN = 6
@@ -447,23 +449,6 @@ def policy_url(kind: str, policy) -> str:
     return reverse("federation:policy-detail", args=[kind, policy.pk])
 
 
-def spec_summary(kind: str, spec: Mapping[str, Any]) -> str:
-    """One line about a policy: its mode and constraints, or its rule count."""
-    if kind == "override":
-        rules = spec.get("overrideRules") or []
-        return _("%(count)s override rules") % {"count": len(rules)}
-    parts = [str(spec.get("schedulingMode") or "Divide")]
-    if spec.get("clusterSelector"):
-        parts.append("selector " + ", ".join(f"{k}={v}" for k, v in spec["clusterSelector"].items()))
-    if spec.get("placement"):
-        parts.append(_("%(count)s placements") % {"count": len(spec["placement"])})
-    if spec.get("maxClusters") is not None:
-        parts.append(f"maxClusters {spec['maxClusters']}")
-    if spec.get("stickyCluster"):
-        parts.append("sticky")
-    return " · ".join(parts)
-
-
 class KindMixin:
     @cached_property
     def kind(self) -> str:
@@ -477,20 +462,25 @@ class KindMixin:
         return POLICY_KINDS[self.kind]
 
 
-class PolicyListView(PermissionMixin, TemplateView):
+class PolicyListView(PermissionMixin, TableMixin, TemplateView):
+    """Both kinds of policies, a table each (parameters prefixed ``propagation-``/``override-``)."""
+
     model = PropagationPolicy
     template_name = "federation/policy_list.html"
 
-    def get_context_data(self, **kwargs):
+    def get_tables(self):
         user = self.request.user
-        sections = []
-        for kind, model in POLICY_KINDS.items():
-            policies = list(model.objects.annotate(used=Count("federated_objects")).order_by("namespace", "name"))
-            for policy in policies:
-                policy.summary = spec_summary(kind, policy.spec or {})
-            sections.append({"kind": kind, "title": model._meta.verbose_name_plural.capitalize(), "policies": policies,
-                             "may_add": may(user, "add", model), "may_delete": may(user, "delete", model)})
-        return super().get_context_data(**kwargs) | {"sections": sections}
+        return [build_table(self.request, PolicyTable, model.objects.annotate(used=Count("federated_objects")),
+                            prefix=f"{kind}-", kind=kind, page_request=self.request, may_delete=may(user, "delete", model))
+                for kind, model in POLICY_KINDS.items()]
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        user = self.request.user
+        sections = [{"kind": kind, "title": model._meta.verbose_name_plural.capitalize(), "table": table,
+                     "may_add": may(user, "add", model)}
+                    for (kind, model), table in zip(POLICY_KINDS.items(), context["tables"], strict=True)]
+        return context | {"sections": sections}
 
 
 class PolicyCreateView(KindMixin, ChangePageMixin, FormView):

@@ -187,3 +187,17 @@ def test_a_page_with_several_tables_prefixes_each_ones_parameters(client, viewer
     rows = csv_rows(client.get("/scheduling/?nsc-q=qa&nsc-sort=-name&nsc-export=csv"))
     assert rows[0][0] == "Name" and [r[0] for r in rows[1:]] == ["qa-c", "qa-b", "qa-a4"]
     assert client.get("/scheduling/?scb-sort=bogus&psc-page=x&policy-per_page=abc").status_code == 200
+
+
+def test_federation_policies_sort_search_and_export(client, operator):
+    from federation.models import PropagationPolicy
+
+    for name in ("qa-a4", "qa-b", "qa-c"):
+        PropagationPolicy.objects.create(name=name, spec={"schedulingMode": "Divide"})
+    client.force_login(operator)
+    html = client.get("/federation/policies/?propagation-q=qa-&propagation-sort=-name").content.decode()
+    assert re.findall(r'data-policy="[^"]*(qa-\w+)"', html) == ["qa-c", "qa-b", "qa-a4"]
+    assert "csrfmiddlewaretoken" in html, "the delete buttons are real forms"
+    assert re.findall(r'data-policy="[^"]*(qa-\w+)"', client.get("/federation/policies/?propagation-q=A4").content.decode()) == ["qa-a4"]
+    rows = csv_rows(client.get("/federation/policies/?propagation-q=qa-b&propagation-export=csv"))
+    assert rows[0][:2] == ["Namespace", "Name"] and rows[1][1] == "qa-b" and "Actions" not in rows[0]

@@ -346,7 +346,7 @@ def test_policy_edit_and_delete_refused_while_in_use(client, operator, web, spre
     assert (spread_policy.name, spread_policy.namespace, spread_policy.spec) == ("spread", "", {"schedulingMode": "Duplicate"})
 
     listing = client.get(POLICIES)
-    row = next(p for s in listing.context["sections"] if s["kind"] == "propagation" for p in s["policies"])
+    row = next(r.record for s in listing.context["sections"] if s["kind"] == "propagation" for r in s["table"].shown_rows)
     assert row.used == 1
     delete = client.post(f"{url}delete/")
     assert delete.status_code == 302 and "still used by web" in messages_of(delete)[-1]
