@@ -24,7 +24,9 @@ from fleet.models import Cluster
 from .models import ConfigRevision, ConfigTarget, ConfigType
 from .services import TargetSpec
 
-CONFIRM_WORD = "DOWNGRADE"
+#: What confirms a fleet-wide emergency downgrade (a cluster is confirmed by its name, a
+#: selector by itself).
+CONFIRM_FLEET = "fleet"
 
 def parse_config(text: str) -> dict[str, Any]:
     """A config body typed as JSON or YAML; it must be an object (mapping)."""
@@ -176,7 +178,9 @@ class NodeFilterForm(BlockFieldsForm):
 
 
 class EmergencyForm(BlockFieldsForm):
-    """The co-location downgrade: a scope, a reason, and the word DOWNGRADE typed out."""
+    """The co-location downgrade: a scope, a reason, and the scope's name typed out (journey 1:
+    at 03:00 the SRE types the cluster's name, so a slip of the radio button or the list cannot
+    downgrade another scope than the one she read)."""
 
     SCOPES = [("fleet", _("Whole fleet")), ("cluster", _("One cluster")), ("selector", _("Nodes matching a label selector"))]
 
@@ -186,18 +190,14 @@ class EmergencyForm(BlockFieldsForm):
     selector = forms.CharField(required=False, max_length=1000, label=_("Label selector"),
                                help_text=_("e.g. pool=online"))
     reason = forms.CharField(max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
-    confirm = forms.CharField(max_length=100, label=_("Type DOWNGRADE to confirm"),
-                              widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}))
+    confirm = forms.CharField(
+        max_length=1000, label=_("Type the scope's name to confirm"),
+        help_text=_("The cluster's name, the label selector as written above, or “fleet” for the whole fleet."),
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false", "data-confirm-scope": ""}))
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("auto_id", "emergency_%s")
         super().__init__(*args, **kwargs)
-
-    def clean_confirm(self) -> str:
-        value = self.cleaned_data["confirm"].strip()
-        if value != CONFIRM_WORD:
-            raise forms.ValidationError(_("Type DOWNGRADE (in capitals) to confirm the emergency downgrade."))
-        return value
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -206,7 +206,20 @@ class EmergencyForm(BlockFieldsForm):
             self.add_error("cluster", _("Choose the cluster to downgrade."))
         if scope == "selector" and not (data.get("selector") or "").strip():
             self.add_error("selector", _("Enter the label selector of the nodes to downgrade."))
+        expected = self.confirmation(data)
+        if expected and "confirm" in data and data["confirm"].strip() != expected:
+            self.add_error("confirm", _("Type %(name)s, the name of the scope you chose, to confirm the downgrade.") % {"name": expected})
         return data
+
+    @staticmethod
+    def confirmation(data: dict[str, Any]) -> str:
+        """What the user must type for the chosen scope ("" while the scope is incomplete)."""
+        scope = data.get("scope")
+        if scope == "fleet":
+            return CONFIRM_FLEET
+        if scope == "cluster":
+            return data["cluster"].name if data.get("cluster") else ""
+        return (data.get("selector") or "").strip() if scope == "selector" else ""
 
     def scope_args(self) -> dict[str, Any]:
         """``emergency_downgrade`` keyword arguments for the chosen scope."""

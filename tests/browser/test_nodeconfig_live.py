@@ -83,12 +83,13 @@ def test_emergency_downgrade_from_the_overview(page, asgi_server, operator, flee
     assert page.locator('#emergency-form [data-show-when="scope:selector"]').is_hidden()
     page.select_option("#emergency-form select[name=cluster]", "bj-1")
     page.fill("#emergency-form [name=reason]", "reclaim hurts latency in bj-1")
-    page.fill("#emergency-form [name=confirm]", "downgrade")
+    assert page.get_attribute("#emergency-form [name=confirm]", "placeholder") == "bj-1", "the name to type is shown"
+    page.fill("#emergency-form [name=confirm]", "sh-1")
     page.click("#emergency-form button[type=submit]")
-    assert page.locator("#emergency-form .errorlist").inner_text().strip(), "lower case is refused with a reason"
+    assert "bj-1" in page.locator("#emergency-form .errorlist").inner_text(), "another scope's name is refused, saying which"
     assert not ConfigTarget.objects.filter(emergency=True).exists()
 
-    page.fill("#emergency-form [name=confirm]", "DOWNGRADE")
+    page.fill("#emergency-form [name=confirm]", "bj-1")
     page.click("#emergency-form button[type=submit]")
     page.wait_for_url(f"{asgi_server}/nodeconfig/targets/*/")
     target = ConfigTarget.objects.get(emergency=True)

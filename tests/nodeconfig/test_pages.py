@@ -199,7 +199,7 @@ def test_write_forms_refuse_viewers(client, viewer, hdd):
         f"/nodeconfig/targets/{hdd.pk}/rollout/": {"rollout-action": "pause"},
         f"/nodeconfig/targets/{emergency.pk}/restore/": {"restore-reason": "x"},
         "/nodeconfig/import/": {"yaml": "kind: AdminQoSConfiguration"},
-        EMERGENCY: {"scope": "fleet", "reason": "x", "confirm": "DOWNGRADE"},
+        EMERGENCY: {"scope": "fleet", "reason": "x", "confirm": "fleet"},
     }
     revisions = ConfigRevision.objects.count()
     for path, data in posts.items():
@@ -358,7 +358,7 @@ def test_overview_offers_the_emergency_panel_to_operators_only(client, viewer, o
     assert "emergency-form" not in client.get("/").content.decode()
     client.force_login(operator)
     html = client.get("/").content.decode()
-    assert 'id="emergency-form"' in html and f'action="{EMERGENCY}"' in html and "DOWNGRADE" in html
+    assert 'id="emergency-form"' in html and f'action="{EMERGENCY}"' in html and "data-confirm-scope" in html
     target, _, _ = emergency_downgrade(cluster=None, selector="", reason="incident")
     client.force_login(viewer)
     html = client.get("/").content.decode()
@@ -366,21 +366,24 @@ def test_overview_offers_the_emergency_panel_to_operators_only(client, viewer, o
     assert "emergency-form" not in html
 
 
-def test_the_emergency_form_needs_downgrade_typed_and_makes_one_target(client, operator, fleet, admin_qos, deliver):
+def test_the_emergency_form_needs_the_scope_typed_and_makes_one_target(client, operator, fleet, admin_qos, deliver):
     client.force_login(operator)
-    body = {"scope": "fleet", "reason": "reclaim hurts latency", "confirm": "downgrade"}
+    body = {"scope": "fleet", "reason": "reclaim hurts latency", "confirm": "DOWNGRADE"}
     response = client.post(EMERGENCY, body)
-    assert response.status_code == 200 and "Type DOWNGRADE (in capitals)" in response.content.decode()
+    assert response.status_code == 200 and "Type fleet, the name of the scope you chose" in response.content.decode()
     assert not ConfigTarget.objects.filter(emergency=True).exists()
-    assert "Choose the cluster" in client.post(EMERGENCY, body | {"scope": "cluster", "confirm": "DOWNGRADE"}).content.decode()
+    assert "Choose the cluster" in client.post(EMERGENCY, body | {"scope": "cluster", "confirm": "bj-1"}).content.decode()
+    wrong = client.post(EMERGENCY, body | {"scope": "cluster", "cluster": "bj-1", "confirm": "sh-1"}).content.decode()
+    assert "Type bj-1, the name of the scope you chose" in wrong, "another cluster's name does not confirm this one"
+    assert not ConfigTarget.objects.filter(emergency=True).exists()
     with deliver():
-        response = client.post(EMERGENCY, body | {"confirm": "DOWNGRADE"})
+        response = client.post(EMERGENCY, body | {"confirm": "fleet"})
         target = ConfigTarget.objects.get(emergency=True)
         assert response.status_code == 302 and response["Location"] == f"/nodeconfig/targets/{target.pk}/"
         pending = client.get(response["Location"]).content.decode()
         assert "delivery pending" in pending and 'data-nc-delivery hidden' not in pending  # before its job ran
     assert NodeConfig.objects.filter(target=target).count() == 18  # written by its delivery job
-    assert client.post(EMERGENCY, body | {"confirm": "DOWNGRADE"}).status_code == 302
+    assert client.post(EMERGENCY, body | {"confirm": "fleet"}).status_code == 302
     assert ConfigTarget.objects.filter(emergency=True).count() == 1, "a double click is one downgrade"
     page = client.get(response["Location"]).content.decode()
     assert "Emergency downgrade active" in page and 'id="restore-form"' in page
@@ -389,15 +392,15 @@ def test_the_emergency_form_needs_downgrade_typed_and_makes_one_target(client, o
 
 def test_emergency_scope_by_cluster_and_selector(client, operator, fleet, admin_qos, deliver):
     client.force_login(operator)
-    base = {"reason": "incident", "confirm": "DOWNGRADE"}
-    client.post(EMERGENCY, base | {"scope": "cluster", "cluster": "sh-1", "selector": "pool=online"})
+    base = {"reason": "incident"}
+    client.post(EMERGENCY, base | {"scope": "cluster", "cluster": "sh-1", "selector": "pool=online", "confirm": "sh-1"})
     target = ConfigTarget.objects.get(emergency=True)
     assert target.cluster.name == "sh-1" and target.node_label_selector == ""
     with deliver():
-        client.post(EMERGENCY, base | {"scope": "selector", "cluster": "bj-1", "selector": "pool=online"})
+        client.post(EMERGENCY, base | {"scope": "selector", "cluster": "bj-1", "selector": "pool=online", "confirm": "pool=online"})
     selector = ConfigTarget.objects.get(emergency=True, node_label_selector="pool=online")
     assert selector.cluster.name == "bj-1" and NodeConfig.objects.filter(target=selector).count() == 6
-    bad = client.post(EMERGENCY, base | {"scope": "selector", "selector": "pool in (online"})
+    bad = client.post(EMERGENCY, base | {"scope": "selector", "selector": "pool in (online", "confirm": "pool in (online"})
     assert bad.status_code == 200 and "does not parse" in bad.content.decode()
 
 

@@ -86,4 +86,21 @@
     form.addEventListener("change", function () { toggleDependents(form); });
     toggleDependents(form);
   });
+
+  // [data-confirm-scope]: the emergency form's confirmation shows, as its placeholder, the
+  // name to type for the chosen scope (the server checks it: EmergencyForm.confirmation).
+  function confirmationHint(form, input) {
+    var scope = form.querySelector('input[name="scope"]:checked'), value = scope ? scope.value : "";
+    var cluster = form.querySelector('select[name="cluster"]'), selector = form.querySelector('input[name="selector"]');
+    input.placeholder = value === "fleet" ? "fleet"
+      : value === "cluster" ? (cluster && cluster.value) || ""
+      : value === "selector" ? (selector && selector.value.trim()) || "" : "";
+  }
+  document.querySelectorAll("[data-confirm-scope]").forEach(function (input) {
+    var form = input.form;
+    ["change", "input"].forEach(function (kind) {
+      form.addEventListener(kind, function (event) { if (event.target !== input) confirmationHint(form, input); });
+    });
+    confirmationHint(form, input);
+  });
 })();
