@@ -374,11 +374,16 @@ if PRODUCTION:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 
+#: ``json``: one object per line with the request id and task (``core.logs``), what a log
+#: pipeline reads; ``plain``: a readable line for a terminal. JSON by default in production.
+LOG_FORMAT = env.str("LOG_FORMAT", default="json" if PRODUCTION else "plain")
+if LOG_FORMAT not in {"json", "plain"}:
+    raise ImproperlyConfigured("LOG_FORMAT must be 'json' or 'plain'")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}, "json": {"()": "core.logs.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }

@@ -42,6 +42,15 @@ def unbind_request(token: contextvars.Token) -> None:
     _request_id.set(None)
 
 
+def bind_request_id(request_id: uuid.UUID) -> contextvars.Token:
+    """Work done on behalf of a request elsewhere (a task it queued) carries the request's id."""
+    return _request_id.set(request_id)
+
+
+def unbind_request_id(token: contextvars.Token) -> None:
+    _request_id.reset(token)
+
+
 def current_request_id() -> uuid.UUID | None:
     return _request_id.get()
 

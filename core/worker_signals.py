@@ -1,7 +1,10 @@
-"""Worker heartbeats in Redis, read by /readyz and the overview.
+"""Worker heartbeats in Redis, read by /readyz and the overview; a request's id carried into
+the tasks it queues.
 
 Each worker process refreshes ``meridian:worker:<hostname>`` with a TTL; a worker that
-dies simply lets its key expire.
+dies simply lets its key expire. A task message sent while a request is served carries the
+request's id (``core.logs``); the task runs with it bound, so its log lines and audit
+entries name the request that asked for the work.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import before_task_publish, task_postrun, task_prerun, worker_ready, worker_shutdown
 
 logger = logging.getLogger(__name__)
 
@@ -65,3 +68,30 @@ def _stop_heartbeat(sender=None, **_kwargs) -> None:
             get_redis().delete(HEARTBEAT_KEY.format(hostname=hostname))
         except Exception:
             logger.warning("could not clear worker heartbeat", exc_info=True)
+
+
+@before_task_publish.connect
+def _carry_request_id(headers=None, **_kwargs) -> None:
+    from .logs import carry_request_id
+
+    carry_request_id(headers)
+
+
+@task_prerun.connect
+def _bind_request_id(task=None, **_kwargs) -> None:
+    from . import context
+    from .logs import carried_request_id
+
+    request_id = carried_request_id(task.request) if task is not None else None
+    if request_id is not None:
+        task.request.meridian_request_token = context.bind_request_id(request_id)
+
+
+@task_postrun.connect
+def _unbind_request_id(task=None, **_kwargs) -> None:
+    from . import context
+
+    token = getattr(task.request, "meridian_request_token", None) if task is not None else None
+    if token is not None:
+        context.unbind_request_id(token)
+        task.request.meridian_request_token = None

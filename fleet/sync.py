@@ -95,6 +95,9 @@ def sync_cluster(cluster: Cluster, connector: Connector, *, now: datetime | None
         if not was_ready:
             record_change(cluster, "update", verb="became_ready", before={"ready": False}, after={"ready": True})
         events.publish(f"cluster-{cluster.name}", "cluster.synced", water_level(cluster) | {"changes": _change_total(report)})
+    changes = _change_total(report)
+    logger.log(logging.INFO if changes else logging.DEBUG, "cluster %s synced: %d changes", cluster.name, changes,
+               extra={"cluster": cluster.name, "changes": changes, "sync_errors": len(report.errors)})
     return report
 
 
