@@ -107,6 +107,6 @@ def record_reports(cluster: Cluster, reports: Mapping[str, tuple[dict[str, str],
                     changed.append(row)
         for start in range(0, len(changed), 2000):
             NodeConfig.objects.bulk_update(changed[start : start + 2000], ["applied_hash", "error", "reported_at"])
-        targets = {row.target_id for row in changed}
+        targets = {row.target_id for row in changed} | {row.restored_from_id for row in changed if row.restored_from_id}
         live.mark(TARGET_LIVE, targets)
     return len(changed)

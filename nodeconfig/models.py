@@ -184,6 +184,9 @@ class NodeConfig(models.Model):
     target = models.ForeignKey(ConfigTarget, null=True, blank=True, on_delete=models.SET_NULL, related_name="node_configs")
     revision = models.ForeignKey(ConfigRevision, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     base_revision = models.ForeignKey(ConfigRevision, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    #: The emergency downgrade whose restore moved this node back to its regular entry (until
+    #: the row changes again): what a restore's progress counts, as a downgrade counts its rows.
+    restored_from = models.ForeignKey(ConfigTarget, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     config_hash = models.CharField(max_length=12, blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
     applied_hash = models.CharField(max_length=12, blank=True)

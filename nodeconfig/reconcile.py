@@ -136,6 +136,7 @@ def _reconcile(config_type: ConfigType, node_ids: list[int] | None, now: datetim
     infos = {t.pk: TargetInfo(t.pk, t.revision_id, t.config_hash, t.config, t.emergency, _paced(t)) for t in targets}
     index = TargetIndex([_scoped(t) for t in targets])
     revisions = _revisions(config_type, targets)
+    restored = _restored(config_type, {t.pk for t in targets})
     upserts, removals = [], []
     touched: set[int] = set()
     for chunk in _node_chunks(node_ids):
@@ -158,7 +159,7 @@ def _reconcile(config_type: ConfigType, node_ids: list[int] | None, now: datetim
             if wanted is None:
                 removals.append(row[0])
             else:
-                upserts.append(_row(node_id, cluster_id, config_type.pk, wanted, current, now))
+                upserts.append(_row(node_id, cluster_id, config_type.pk, wanted, current, now, restored))
             report.changed_nodes.append(node_id)
             touched.update(t for t in (*(current or ())[:2], *(wanted or ())[:2]) if t)
     with transaction.atomic():
@@ -193,11 +194,21 @@ def _paced(target: ConfigTarget) -> bool:
     return bool(target.wave_size) and not target.emergency and target.rollout_state != ConfigTarget.RolloutState.COMPLETE
 
 
-def _row(node_id: int, cluster_id: int, type_id: int, wanted: tuple, current: tuple | None, now: datetime) -> NodeConfig:
+def _restored(config_type: ConfigType, live: set[int]) -> set[int]:
+    """Emergency downgrades of the type that were restored (a handful: ended ones)."""
+    return set(ConfigTarget.objects.filter(config_type=config_type, emergency=True, deleted=True).values_list(
+        "pk", flat=True)) - live
+
+
+def _row(node_id: int, cluster_id: int, type_id: int, wanted: tuple, current: tuple | None, now: datetime,
+         restored: set[int]) -> NodeConfig:
+    """The row to write; one leaving a restored downgrade names it (``restored_from``)."""
     matched, target, revision, base, digest = wanted
     fresh = current is None or current[4] != digest
+    restored_from = current[1] if current is not None and current[1] in restored else None
     row = NodeConfig(node_id=node_id, cluster_id=cluster_id, config_type_id=type_id, matched_target_id=matched,
-                     target_id=target, revision_id=revision, base_revision_id=base, config_hash=digest)
+                     target_id=target, revision_id=revision, base_revision_id=base, config_hash=digest,
+                     restored_from_id=restored_from)
     row.delivered_at = now if fresh and digest else None
     row._fresh = fresh  # type: ignore[attr-defined]
     return row
@@ -209,12 +220,13 @@ def _write(upserts: list[NodeConfig], removals: list[int]) -> None:
     for start in range(0, len(fresh), BATCH):
         NodeConfig.objects.bulk_create(
             fresh[start : start + BATCH], update_conflicts=True, unique_fields=["node", "config_type"],
-            update_fields=["matched_target", "target", "revision", "base_revision", "config_hash", "delivered_at", "error"],
+            update_fields=["matched_target", "target", "revision", "base_revision", "config_hash", "delivered_at", "error",
+                           "restored_from"],
         )
     for start in range(0, len(same), BATCH):  # only the match moved; delivery and reports stand
         NodeConfig.objects.bulk_create(
             same[start : start + BATCH], update_conflicts=True, unique_fields=["node", "config_type"],
-            update_fields=["matched_target", "target", "revision", "base_revision"],
+            update_fields=["matched_target", "target", "revision", "base_revision", "restored_from"],
         )
     for start in range(0, len(removals), BATCH):
         NodeConfig.objects.filter(pk__in=removals[start : start + BATCH]).delete()
@@ -234,8 +246,9 @@ def _count_matches(config_type: ConfigType, target_ids: set[int] | None) -> None
     if target_ids is not None:
         overrides = overrides.filter(target__in=target_ids)
     counts.update(overrides.values_list("target").annotate(n=Count("pk")).values_list("target", "n"))
-    for pk, count, observed, number in targets.values_list("pk", "matched_node_count", "observed_revision", "revision__number"):
-        wanted = counts.get(pk, 0)
+    for pk, count, observed, number, emergency, deleted in targets.values_list(
+            "pk", "matched_node_count", "observed_revision", "revision__number", "emergency", "deleted"):
+        wanted = count if emergency and deleted else counts.get(pk, 0)  # a restored downgrade keeps how many it covered
         if count != wanted or observed != (number or 0):
             ConfigTarget.objects.filter(pk=pk).update(matched_node_count=wanted, observed_revision=number or 0)
 

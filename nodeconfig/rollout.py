@@ -36,12 +36,17 @@ def progress_many(targets: Iterable[ConfigTarget]) -> dict[int, dict[str, Any]]:
     """``progress`` for many targets in at most two grouped queries, not one per target.
 
     A regular target counts the rows matched to it, current when the row (or the base under
-    an emergency override) has its revision; an emergency target counts the rows it overrides.
+    an emergency override) has its revision; an emergency target counts the rows it overrides,
+    and once restored the rows its restore moved back (``restored_from``): acknowledged when
+    the agent applied its regular config again.
     """
     targets = list(targets)
     regular = [t.pk for t in targets if not t.emergency]
-    emergency = [t.pk for t in targets if t.emergency]
+    emergency = [t.pk for t in targets if t.emergency and not t.deleted]
+    restored = [t.pk for t in targets if t.emergency and t.deleted]
     counts: dict[int, dict[str, int]] = {}
+    if restored:
+        counts |= _grouped(NodeConfig.objects.filter(restored_from_id__in=restored), "restored_from_id", Q())
     if regular:
         revision = F("matched_target__revision_id")
         counts |= _grouped(NodeConfig.objects.filter(matched_target_id__in=regular), "matched_target_id",
@@ -49,7 +54,11 @@ def progress_many(targets: Iterable[ConfigTarget]) -> dict[int, dict[str, Any]]:
     if emergency:
         counts |= _grouped(NodeConfig.objects.filter(target_id__in=emergency), "target_id",
                            Q(revision_id=F("target__revision_id")))
-    return {t.pk: _summary(t, counts.get(t.pk, {})) for t in targets}
+    summaries = {t.pk: _summary(t, counts.get(t.pk, {})) for t in targets}
+    for t in targets:
+        if t.pk in restored:  # nodes without a regular target: no entry now, they run the type's default
+            summaries[t.pk]["default"] = max(t.matched_node_count - summaries[t.pk]["targeted"], 0)
+    return summaries
 
 
 def _grouped(rows: QuerySet[NodeConfig], key: str, current: Q) -> dict[int, dict[str, int]]:

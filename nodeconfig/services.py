@@ -247,7 +247,7 @@ def delete_target(target: ConfigTarget, *, reason: str = "", action: str = Confi
         locked.deleted = True
         locked.rollout_state = ConfigTarget.RolloutState.COMPLETE
         _revise(locked, action, reason)
-        record_change(locked, "delete", before=before, reason=reason)
+        record_change(locked, "delete", verb="restore" if action == ConfigRevision.Action.RESTORE else "", before=before, reason=reason)
         job = schedule_reconcile(locked)
     target.refresh_from_db()
     return job

@@ -11,7 +11,7 @@ from core.live import publish_pending
 from core.models import Job
 from nodeconfig.models import ConfigTarget, NodeConfig
 from nodeconfig.rollout import progress
-from nodeconfig.services import TargetSpec, latest_delivery, save_target
+from nodeconfig.services import TargetSpec, emergency_downgrade, latest_delivery, save_target
 from nodeconfig.tasks import simulate_agents
 from tests.nodeconfig.conftest import admin_qos, clean_agent_cache, fleet, settle, type_key  # noqa: F401 (fixtures)
 from tests.workers import purge_queues, shard_worker, wait_for_job  # noqa: F401
@@ -116,3 +116,33 @@ def test_emergency_downgrade_from_the_overview(page, asgi_server, operator, flee
     expected = progress(target)
     page.locator(f'{panel} [data-count="applied"]', has_text=str(expected["applied"])).wait_for(timeout=10000)
     assert expected["applied"] > 0 and counts_on(page, panel)["pending"] == 0
+
+
+def test_a_restore_is_watched_like_the_downgrade(page, asgi_server, operator, fleet, admin_qos,  # noqa: F811
+                                                 purge_shard_queues):  # noqa: F811
+    """Journey 1 at 05:30: Restore, then the acknowledgements climb again as the agents apply
+    their regular config (the page used to show "0 of 0" once the downgrade was gone)."""
+    purge_queues(type_key(admin_qos))
+    in_worker(create_and_settle, admin_qos, TargetSpec(name="bj-regular", cluster="bj-1",
+                                                       config={"reclaimedResourceConfig": {"enableReclaim": True}}))
+    target, _, job = in_worker(lambda: emergency_downgrade(cluster="bj-1", selector="", reason="latency incident INC-4411"))
+    with shard_worker(type_key(admin_qos), purge=False):
+        assert wait_for_job(job).status == Job.Status.SUCCEEDED
+    log_in(page, asgi_server, operator.username)
+    page.goto(f"{asgi_server}/nodeconfig/targets/{target.pk}/")
+    page.fill("#restore-form [name=restore-reason]", "latency is fine again")
+    page.click("#restore-form button[type=submit]")
+    page.wait_for_url(f"{asgi_server}/nodeconfig/targets/{target.pk}/")
+    assert page.locator("#progress-title").inner_text() == "Restore progress"
+    wait_live(page)
+    with shard_worker(type_key(admin_qos), purge=False):  # the restore's delivery
+        assert wait_for_job(latest_delivery(target)).status == Job.Status.SUCCEEDED
+    in_worker(publish_pending)
+    bar = f'.nc-progress[data-target-id="{target.pk}"]'
+    page.locator(f'{bar} [data-count="targeted"]', has_text="12").wait_for(timeout=10000)
+    assert counts_on(page, bar)["applied"] == 0 and counts_on(page, bar)["pending"] == 12
+
+    agents_report_and_publish()
+    expected = progress(ConfigTarget.objects.get(pk=target.pk))
+    assert expected["applied"] > 0 and expected["applied"] + expected["failed"] == 12
+    page.locator(f'{bar} [data-count="applied"]', has_text=str(expected["applied"])).wait_for(timeout=10000)

@@ -13,6 +13,7 @@ from nodeconfig import views
 from nodeconfig.models import ConfigRevision, ConfigTarget, NodeConfig
 from nodeconfig.rollout import progress, progress_many
 from nodeconfig.services import TargetSpec, emergency_downgrade, save_target
+from nodeconfig.tasks import simulate_agents
 
 from .conftest import settle
 
@@ -415,4 +416,17 @@ def test_restore_through_the_detail_page(client, operator, hdd, deliver):
         assert client.post(url, {"restore-reason": "latency is fine"}).status_code == 302
     assert not NodeConfig.objects.filter(target=target).exists()
     assert NodeConfig.objects.get(node__name="bj-1-n000").target_id == hdd.pk
+    # The restore is watched like the downgrade: the nodes it moved back, acknowledged as their
+    # agents apply their regular config again (it used to show "0 of 0").
+    restoring = progress(ConfigTarget.objects.get(pk=target.pk))
+    assert (restoring["targeted"], restoring["applied"], restoring["pending"], restoring["delivery"]) == (6, 0, 6, "delivered")
+    assert restoring["default"] == 12, "of the 18 nodes, 12 had no regular target: they run the type's default"
+    page = unescape(client.get(f"/nodeconfig/targets/{target.pk}/").content.decode())
+    assert '<span data-count="targeted">6</span>' in page and "Restore progress" in page
+    assert "12 nodes have no regular target" in page
+    simulate_agents(now=4_000_000_000.0)
+    restored = progress(ConfigTarget.objects.get(pk=target.pk))
+    assert restored["applied"] + restored["failed"] == 6 and restored["applied"] > 0
+    change = ObjectChange.objects.filter(object_id=str(target.pk), action="delete").get()
+    assert change.verb == "restore" and change.reason == "latency is fine"
     assert client.post(f"/nodeconfig/targets/{hdd.pk}/restore/", {"restore-reason": "x"}).status_code == 404
