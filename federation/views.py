@@ -29,7 +29,6 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -68,10 +67,8 @@ from .forms import (
 from .models import FederatedObject, MemberObject, PropagationPolicy, WaterLevelSample
 from .policy import desired_replicas
 from .scheduler import format_amount
-from .tables import PolicyTable
+from .tables import FederatedObjectTable, PolicyTable, placement_summary, readiness
 
-OBJECT_PAGE = 100
-CLUSTERS_SHOWN = 6
 REVISIONS_SHOWN = 50
 HOURS = (1, 6, 24)
 #: History points on the dashboard in all (thinned per cluster), so 500 clusters stay small.
@@ -129,34 +126,23 @@ class ChangePageMixin(PermissionMixin):
 # ---------------------------------------------------------------------------- index
 
 
-def placement_summary(placement: Mapping[str, int | None]) -> tuple[list[tuple[str, str]], int]:
-    """The first clusters of a placement as (name, replicas or "copy"), and how many more."""
-    items = sorted(placement.items())
-    shown = [(name, _("copy") if replicas is None else str(replicas)) for name, replicas in items[:CLUSTERS_SHOWN]]
-    return shown, max(0, len(items) - CLUSTERS_SHOWN)
-
-
-def readiness(fed: FederatedObject) -> tuple[int, int | None]:
-    """(ready, desired): replicas for workloads, applied copies for everything else."""
-    status = fed.status or {}
-    if "desiredReplicas" in status:
-        return int(status.get("readyReplicas") or 0), int(status["desiredReplicas"])
-    clusters = status.get("clusters") or {}
-    return sum(1 for c in clusters.values() if c.get("state") == "applied"), len(fed.placement or {})
-
-
-class IndexView(PermissionMixin, TemplateView):
-    """Federated objects with their phase, placement and readiness; counts by phase; filters."""
+class IndexView(PermissionMixin, TableMixin, TemplateView):
+    """Federated objects with their phase, placement and readiness; counts by phase; the
+    namespace/kind/phase filters narrow the table, which sorts, searches, pages and exports
+    like every list (``core.tables``). ``?fragment=live`` renders only the live parts."""
 
     model = FederatedObject
     template_name = "federation/index.html"
+    table_class = FederatedObjectTable
 
     def get_template_names(self):
         if self.request.GET.get("fragment") == "live":
             return ["federation/_index_live.html"]
         return [self.template_name]
 
-    def get_context_data(self, **kwargs):
+    @cached_property
+    def filtered(self) -> dict[str, Any]:
+        """The filter form, the objects its namespace and kind leave, and the phase asked for."""
         everything = FederatedObject.objects.order_by()
         namespaces = sorted(set(everything.values_list("namespace", flat=True)))
         kinds = sorted(set(everything.values_list("kind", flat=True)))
@@ -170,16 +156,24 @@ class IndexView(PermissionMixin, TemplateView):
             if data["kind"]:
                 scoped = scoped.filter(kind=data["kind"])
             phase = data["phase"]
-        counts = dict(scoped.values_list("phase").annotate(n=Count("pk")))
+        return {"form": form, "scoped": scoped, "phase": phase}
+
+    def get_table_queryset(self):
+        scoped, phase = self.filtered["scoped"], self.filtered["phase"]
         rows = scoped.filter(phase=phase) if phase else scoped
-        rows = rows.order_by("namespace", "kind", "name").select_related("propagation_policy").defer(
-            "template", "schedule", "references", "message")
-        page = Paginator(rows, OBJECT_PAGE).get_page(self.request.GET.get("page"))
-        for fed in page.object_list:
-            fed.clusters_shown, fed.clusters_more = placement_summary(fed.placement or {})
-            fed.ready_count, fed.desired_count = readiness(fed)
+        return rows.select_related("propagation_policy").defer("template", "schedule", "references", "message")
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        form, scoped, phase = self.filtered["form"], self.filtered["scoped"], self.filtered["phase"]
+        counts = dict(scoped.values_list("phase").annotate(n=Count("pk")))
+        table = context["table"]
+        if sum(counts.values()):
+            table.empty_text = _("No object matches these filters.")
+        else:
+            table.empty_text = _("No federated objects yet.")
         query = self.request.GET.copy()
-        for key in ("page", "fragment"):
+        for key in ("page", "fragment", "export"):
             query.pop(key, None)
         other = query.copy()
         other.pop("phase", None)
@@ -189,8 +183,12 @@ class IndexView(PermissionMixin, TemplateView):
             one["phase"] = value
             phase_counts.append({"phase": value, "label": label, "count": counts.get(value, 0), "active": value == phase,
                                  "query": one.urlencode()})
-        return super().get_context_data(**kwargs) | {
-            "filter_form": form, "objects": page, "phase_counts": phase_counts, "total": sum(counts.values()),
+        objects = [row.record for row in table.shown_rows]
+        for fed in objects:
+            fed.clusters_shown, fed.clusters_more = placement_summary(fed.placement or {})
+            fed.ready_count, fed.desired_count = readiness(fed)
+        return context | {
+            "filter_form": form, "objects": objects, "phase_counts": phase_counts, "total": sum(counts.values()),
             "query": query.urlencode(), "all_query": other.urlencode(), "phase": phase,
             "topics": ["federation"], "federation_labels": script_labels(),
         }

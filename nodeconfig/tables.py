@@ -1,4 +1,4 @@
-"""Node config's list tables: the registered config types."""
+"""Node config's list tables: the registered config types and the live targets."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import django_tables2 as tables
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.http import urlencode
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
@@ -65,7 +66,8 @@ class ConfigTypeTable(BaseTable):
         return "yes" if record.schema else ""
 
     def render_target_count(self, record):
-        link = format_html('<a href="{}#type-{}">{}</a>', reverse("nodeconfig:index"), record.pk, record.target_count)
+        link = format_html('<a href="{}?{}">{}</a>', reverse("nodeconfig:index"), urlencode({"type": record.name}),
+                           record.target_count)
         if not record.emergency_count:
             return link
         n = record.emergency_count
@@ -82,3 +84,91 @@ class ConfigTypeTable(BaseTable):
 
     def value_default_config(self, record) -> str:
         return json.dumps(record.default_config or {}, ensure_ascii=False, sort_keys=True)
+
+
+class ConfigTargetTable(BaseTable):
+    """Live targets of every config type, a row each with its rollout progress bar: rows are
+    targets with ``progress`` (``rollout.progress_many``) and ``expired`` set by the view.
+    The bar, the revision, hash and state cells keep their ``data-target-id`` hooks, so
+    nodeconfig.js updates them from ``target.progress`` events in place."""
+
+    config_type = tables.Column(verbose_name=_("Type"), accessor="config_type__name")
+    name = tables.Column(verbose_name=_("Target"))
+    mode = tables.Column(verbose_name=_("Mode"), accessor="mode", orderable=False)
+    scope = tables.Column(verbose_name=_("Scope"), accessor="cluster__name", empty_values=())
+    selector = tables.Column(verbose_name=_("Selector / priority / nodes"), accessor="node_label_selector",
+                             orderable=False, empty_values=())
+    revision = tables.Column(verbose_name=_("Revision"), accessor="progress__revision", orderable=False)
+    config_hash = tables.Column(verbose_name=_("Hash"), orderable=False)
+    matched_node_count = tables.Column(verbose_name=_("Matched"))
+    progress = tables.Column(verbose_name=_("Progress"), order_by=("applied_share",), empty_values=())
+    rollout_state = tables.Column(verbose_name=_("Rollout"))
+
+    search_fields = ("name", "config_type__name", "cluster__name", "node_label_selector")
+    export_name = "meridian-config-targets"
+
+    class Meta(BaseTable.Meta):
+        order_by = ("config_type", "name")
+        empty_text = _("No targets: every node runs its type's default config.")
+        attrs = {"class": "table nc-targets", "id": "target-table"}
+        row_attrs = {"data-target-id": lambda record: record.pk,
+                     "class": lambda record: "nc-emergency-row" if record.emergency else ""}
+
+    def render_config_type(self, record):
+        return format_html('{} <code class="muted small">{}</code>', record.config_type.name, record.config_type.gvr)
+
+    def value_config_type(self, record) -> str:
+        return record.config_type.name
+
+    def render_name(self, record):
+        return render_to_string("nodeconfig/_target_name.html", {"t": record})
+
+    def value_name(self, record) -> str:
+        return record.name
+
+    def render_mode(self, record) -> str:
+        return record.Mode(record.mode).label
+
+    def value_mode(self, record) -> str:
+        return record.mode
+
+    def render_scope(self, record) -> str:
+        return record.cluster.name if record.cluster else _("Fleet")
+
+    def value_scope(self, record) -> str:
+        return record.cluster.name if record.cluster else ""
+
+    def render_selector(self, record):
+        if record.node_label_selector:
+            return format_html("<code>{}</code> · {} {}", record.node_label_selector, _("priority"), record.priority)
+        if record.node_names:
+            n = len(record.node_names)
+            names = ", ".join(record.node_names[:3]) + (", …" if n > 3 else "")
+            text = ngettext("%(n)s node", "%(n)s nodes", n) % {"n": n}
+            return f"{text}: {names}" + (f" · {record.last_duration}" if record.last_duration else "")
+        return format_html('<span class="muted">{}</span>', _("all nodes"))
+
+    def value_selector(self, record) -> str:
+        if record.node_label_selector:
+            return f"{record.node_label_selector} (priority {record.priority})"
+        return ",".join(record.node_names)
+
+    def render_revision(self, record):
+        return format_html('r<span data-nc-field="revision" data-target-id="{}">{}</span>', record.pk,
+                           record.progress["revision"])
+
+    def render_config_hash(self, record):
+        return format_html('<code data-nc-field="hash" data-target-id="{}">{}</code>', record.pk, record.config_hash)
+
+    def render_progress(self, record):
+        return render_to_string("nodeconfig/_progress.html", {"p": record.progress})
+
+    def value_progress(self, record) -> str:
+        p = record.progress
+        return f"{p['applied']} applied, {p['failed']} failed, {p['pending']} pending, {p['held']} held of {p['targeted']}"
+
+    def render_rollout_state(self, record):
+        return render_to_string("nodeconfig/_state.html", {"t": record})
+
+    def value_rollout_state(self, record) -> str:
+        return record.rollout_state + (" (paused)" if record.paused else "")

@@ -46,7 +46,7 @@ from .forms import (
     TargetForm,
 )
 from .models import ConfigTarget, ConfigType, NodeConfig
-from .tables import ConfigTypeTable
+from .tables import ConfigTargetTable, ConfigTypeTable
 
 NODE_PAGE = 100
 SEGMENTS = ("applied", "failed", "pending", "held")
@@ -104,25 +104,41 @@ class WritePagePermissionMixin(PermissionMixin):
 
 # ---------------------------------------------------------------------------- lists
 
-class IndexView(PermissionMixin, TemplateView):
-    """Live targets grouped by config type, each with its rollout progress bar."""
+class IndexView(PermissionMixin, TableMixin, TemplateView):
+    """Live targets of every type in one table (sorted by type, then name, until the user
+    sorts otherwise), each with its rollout progress bar; ``?type=`` shows one type's."""
 
     model = ConfigTarget
     template_name = "nodeconfig/index.html"
+    table_class = ConfigTargetTable
 
-    def get_context_data(self, **kwargs):
-        targets = list(targets_with_relations().filter(deleted=False))
+    def get_table_queryset(self):
+        targets = targets_with_relations().filter(deleted=False)
+        chosen = self.request.GET.get("type", "").strip()
+        return targets.filter(config_type__name=chosen) if chosen else targets
+
+    def table_rows(self, queryset):
+        """The searched targets with their progress (two grouped queries for all of them)."""
+        targets = list(queryset)
         progress = rollout.progress_many(targets)
         now = timezone.now()
-        by_type: dict[int, list[ConfigTarget]] = {}
         for target in targets:
             target.progress = with_bar(progress[target.pk])
+            p = target.progress
+            target.applied_share = p["applied"] / p["targeted"] if p["targeted"] else 0.0
             target.expired = target.expires_at is not None and target.expires_at <= now
-            by_type.setdefault(target.config_type_id, []).append(target)
-        groups = [{"type": t, "targets": by_type.get(t.pk, [])} for t in ConfigType.objects.all()]
-        return super().get_context_data(**kwargs) | live_context() | {
-            "groups": groups,
-            "emergencies": [t for t in targets if t.emergency],
+        return targets
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        emergencies = list(targets_with_relations().filter(deleted=False, emergency=True))
+        progress = rollout.progress_many(emergencies)
+        for target in emergencies:
+            target.progress = progress[target.pk]
+        return context | live_context() | {
+            "types": ConfigType.objects.order_by("name").only("pk", "name"),
+            "chosen_type": self.request.GET.get("type", "").strip(),
+            "emergencies": emergencies,
             "topics": ["nodeconfig"],
         }
 

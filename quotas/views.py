@@ -37,6 +37,7 @@ from core.diff import diff
 from core.errors import Refused
 from core.forms import add_refusal
 from core.permissions import may, may_any, restrict
+from core.tables import TableMixin, build_table
 from core.views import PermissionMixin, VerbViewMixin
 from kube.quantity import Quantity, QuantityError, sum_quantities
 
@@ -55,7 +56,9 @@ from .forms import (
     ResizeForm,
     resource_lines,
 )
+from .display import is_binary, readable
 from .models import CashSample, QuotaCharge, QuotaGroup, QuotaGroupRevision
+from .tables import QuotaGroupTable
 
 DEFAULT_KEY = "limits.cpu"
 WORKLOAD_PAGE = 50
@@ -96,41 +99,6 @@ def script_labels() -> dict[str, str]:
     return {"used": _("used"), "hard": _("hard"), "cashExhausted": _("cash exhausted"),
             "cashReplenished": _("cash replenished"), "projected": _("projected exhaustion"), "fleet": _("Fleet"),
             "noKey": _("no hard on this resource")}
-
-
-BINARY_UNITS = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
-DECIMAL_UNITS = ((10**15, "P"), (10**12, "T"), (10**9, "G"), (10**6, "M"))
-
-
-@lru_cache(maxsize=8192)
-def readable(text: str | None, binary: bool = False) -> str:
-    """A stored quantity as people read it: ``15478900m`` → ``15,478.9``, ``40552320Mi`` → ``38.7Ti``.
-
-    Pages show this; the API and the title attributes keep the canonical Kubernetes form.
-    """
-    if text is None:
-        return "—"
-    try:
-        amount = Quantity.parse(str(text)).as_decimal()
-    except (QuantityError, ValueError):
-        return str(text)
-    if binary or str(text).endswith(BINARY_UNITS):
-        for power, unit in reversed(list(enumerate(BINARY_UNITS, start=1))):
-            if abs(amount) >= 1024**power:
-                return f"{_trimmed(amount / 1024**power)}{unit}"
-        return _trimmed(amount)
-    for size, unit in DECIMAL_UNITS:
-        if abs(amount) >= size * 10:
-            return f"{_trimmed(amount / size)}{unit}"
-    return f"{float(amount):,.3f}".rstrip("0").rstrip(".") if amount != amount.to_integral() else f"{int(amount):,}"
-
-
-def _trimmed(value) -> str:
-    return f"{float(value):,.1f}".removesuffix(".0")
-
-
-def is_binary(key: str) -> bool:
-    return "memory" in key or "storage" in key or key.startswith("hugepages")
 
 
 def quantity_sum(values: Iterable[str]) -> str:
@@ -272,18 +240,29 @@ def tree_html(roots: Sequence[TreeNode], key: str | None) -> SafeString:
     return mark_safe("".join(out))  # noqa: S308 — every value above went through escape()
 
 
-class IndexView(PermissionMixin, TemplateView):
-    """The whole tree: treemap (size = hard, colour = used/hard of one key), list, stats, live feed."""
+class IndexView(PermissionMixin, TableMixin, TemplateView):
+    """The whole tree: treemap (size = hard, colour = used/hard of one key), nested list, stats,
+    live feed; and every group flat in a table that sorts, searches, pages and exports."""
 
     model = QuotaGroup
     template_name = "quotas/index.html"
 
+    @cached_property
+    def nodes(self) -> list[TreeNode]:
+        return load_tree(self.request.user)
+
+    def get_tables(self):
+        groups = restrict(QuotaGroup.objects.all(), self.request.user, "view")
+        groups = groups.select_related("parent").prefetch_related("owners").defer("self_used", "cash_exhausted")
+        return [build_table(self.request, QuotaGroupTable, groups, keys=resource_keys(self.nodes))]
+
     def get_context_data(self, **kwargs):
-        nodes = load_tree(self.request.user)
+        context = super().get_context_data(**kwargs)
+        nodes = self.nodes
         keys = resource_keys(nodes)
         key = choose_key(keys, self.request.GET.get("key"))
         roots = [n for n in nodes if n.parent_id is None]
-        return super().get_context_data(**kwargs) | {
+        return context | {
             "keys": keys, "key": key, "stats": tree_stats(nodes),
             "tree_data": tree_payload(nodes, keys, key), "tree_html": tree_html(roots, key),
             "may_create": may_any(self.request.user, "add", QuotaGroup), "topics": ["quotas"], "quota_labels": script_labels(),

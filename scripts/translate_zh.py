@@ -922,6 +922,9 @@ GLOSSARY.update({
     "Request ID": "请求 ID", "Object type": "对象类型", "Object ID": "对象 ID", "Finished": "完成时间",
     "Rows per page": "每页行数", "Columns": "列", "Show columns": "显示所选列", "Nothing matches.": "没有匹配的行。",
     "%(n)s row": "%(n)s 行",
+    # List tables, second round (federated objects, node config targets, quota groups)
+    "No targets: every node runs its type's default config.": "没有目标：所有节点运行其类型的默认配置。",
+    "All types": "全部类型", "All groups": "全部分组", "Every group in one list, each resource as used / hard.": "所有分组的平铺列表，每种资源显示为 已用 / 上限。",
 })
 
 

@@ -8,6 +8,8 @@ import io
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from core.audit import record_change
 from core.context import acting_as
@@ -201,3 +203,142 @@ def test_federation_policies_sort_search_and_export(client, operator):
     assert re.findall(r'data-policy="[^"]*(qa-\w+)"', client.get("/federation/policies/?propagation-q=A4").content.decode()) == ["qa-a4"]
     rows = csv_rows(client.get("/federation/policies/?propagation-q=qa-b&propagation-export=csv"))
     assert rows[0][:2] == ["Namespace", "Name"] and rows[1][1] == "qa-b" and "Actions" not in rows[0]
+
+
+# ---------------------------------------------------------------------------- federated objects
+
+@pytest.fixture
+def federated():
+    from federation.models import FederatedObject
+
+    made = {}
+    for name, kind, phase, placement in (("qa-b", "Deployment", "Ready", {"bj-1": 2, "sh-1": 1}),
+                                         ("qa-a4", "ConfigMap", "Pending", {}),
+                                         ("qa-c", "Deployment", "Failed", {"gz-1": None})):
+        made[name] = FederatedObject.objects.create(
+            namespace="qa", name=name, api_version="v1", kind=kind, template={}, template_hash="x", phase=phase,
+            placement=placement, status={"desiredReplicas": 3, "readyReplicas": 2} if kind == "Deployment" else {})
+    return made
+
+
+def object_names(html: str, federated) -> list[str]:
+    by_pk = {str(fed.pk): name for name, fed in federated.items()}
+    return [by_pk[pk] for pk in row_keys(html, "data-object-id") if pk in by_pk]
+
+
+def test_federated_objects_sort_search_and_export(client, viewer, federated):
+    client.force_login(viewer)
+    assert object_names(client.get("/federation/").content.decode(), federated) == ["qa-a4", "qa-b", "qa-c"]
+    html = client.get("/federation/?sort=-name").content.decode()
+    assert object_names(html, federated) == ["qa-c", "qa-b", "qa-a4"]
+    assert 'id="fed-objects-table"' in html and 'data-live-fragment="live"' in html, "the table stays a live part"
+    assert object_names(client.get("/federation/?sort=phase").content.decode(), federated) == ["qa-c", "qa-a4", "qa-b"]
+    assert object_names(client.get("/federation/?q=A4").content.decode(), federated) == ["qa-a4"]
+    html = client.get("/federation/?kind=Deployment&sort=-name").content.decode()
+    assert object_names(html, federated) == ["qa-c", "qa-b"], "the page's filters and the table's sort combine"
+    assert 'name="sort" value="-name"' in html, "the filter form keeps the table's sort"
+    fragment = client.get("/federation/?fragment=live&q=qa-b").content.decode()
+    assert "<html" not in fragment and object_names(fragment, federated) == ["qa-b"]
+    response = client.get("/federation/?kind=Deployment&sort=-name&export=csv")
+    assert response["Content-Disposition"] == 'attachment; filename="meridian-federated-objects.csv"'
+    rows = csv_rows(response)
+    assert rows[0][:4] == ["Kind", "Namespace/name", "Phase", "Clusters (replicas)"]
+    assert [r[1] for r in rows[1:]] == ["qa/qa-c", "qa/qa-b"]
+    assert rows[2][2:5] == ["Ready", "bj-1=2 sh-1=1", "2/3"] and rows[1][3] == "gz-1=copy"
+
+
+# ---------------------------------------------------------------------------- node config targets
+
+@pytest.fixture
+def targets():
+    from nodeconfig.models import ConfigTarget
+
+    one = ConfigType.objects.create(name="QaOneConfiguration", resource="qaones")
+    two = ConfigType.objects.create(name="QaTwoConfiguration", resource="qatwos")
+    for config_type, name, selector in ((one, "qa-b", "disk=ssd"), (two, "qa-a4", "disk=hdd"), (one, "qa-c", "")):
+        ConfigTarget.objects.create(config_type=config_type, name=name, node_label_selector=selector, matched_node_count=3)
+    return one, two
+
+
+def test_config_targets_sort_search_filter_and_export(client, viewer, targets):
+    from nodeconfig.models import ConfigTarget
+
+    names = {str(t.pk): t.name for t in ConfigTarget.objects.all()}
+
+    def shown(url):
+        return [names[pk] for pk in row_keys(client.get(url).content.decode(), "data-target-id") if pk in names]
+
+    client.force_login(viewer)
+    assert shown("/nodeconfig/") == ["qa-b", "qa-c", "qa-a4"], "by type, then name"
+    assert shown("/nodeconfig/?sort=-name") == ["qa-c", "qa-b", "qa-a4"]
+    assert shown("/nodeconfig/?q=hdd") == ["qa-a4"] and shown("/nodeconfig/?q=qatwo") == ["qa-a4"]
+    assert shown("/nodeconfig/?type=QaOneConfiguration&sort=-name") == ["qa-c", "qa-b"]
+    assert shown("/nodeconfig/?type=nope") == []
+    html = client.get("/nodeconfig/?sort=name").content.decode()
+    assert html.count('class="nc-progress"') >= 3 and '<span data-count="targeted">0</span>' in html
+    assert 'href="/nodeconfig/?type=QaOneConfiguration"' in client.get("/nodeconfig/types/").content.decode()
+    rows = csv_rows(client.get("/nodeconfig/?q=qa-&sort=-name&export=csv"))
+    assert rows[0][:3] == ["Type", "Target", "Mode"] and [r[1] for r in rows[1:]] == ["qa-c", "qa-b", "qa-a4"]
+    assert rows[2][0] == "QaOneConfiguration" and "disk=ssd" in rows[2][4]
+    assert "0 applied" in rows[1][rows[0].index("Progress")]
+
+
+# ---------------------------------------------------------------------------- quota groups
+
+@pytest.fixture
+def quota_groups(viewer):
+    from quotas.models import QuotaGroup
+
+    root = QuotaGroup.objects.create(name="qa-root", path="/qa-root/", hard={"limits.cpu": "1000", "limits.memory": "64Gi"},
+                                     used={"limits.cpu": "15478900m", "limits.memory": "1536Mi"})
+    for name in ("qa-b", "qa-a4"):
+        QuotaGroup.objects.create(name=name, parent=root, path=f"/qa-root/{name}/", depth=1, hard={"limits.cpu": "10"},
+                                  used={"limits.cpu": "4"})
+    root.owners.add(viewer)
+    return root
+
+
+def test_quota_groups_table_sorts_searches_and_exports(client, viewer, quota_groups):
+    client.force_login(viewer)
+    html = client.get("/quotas/").content.decode()
+    assert row_keys(html, "data-group") == ["qa-root", "qa-a4", "qa-b"], "by path: each parent before its children"
+    assert 'id="quota-treemap"' in html, "the tree map stays"
+    assert row_keys(client.get("/quotas/?sort=-name").content.decode(), "data-group") == ["qa-root", "qa-b", "qa-a4"]
+    assert row_keys(client.get("/quotas/?q=A4").content.decode(), "data-group") == ["qa-a4"]
+    html = client.get("/quotas/?q=root").content.decode()
+    assert "15,478.9 / 1,000" in html and "1.5Gi / 64Gi" in html and viewer.username in html
+    rows = csv_rows(client.get("/quotas/?sort=-name&export=csv"))
+    assert rows[0][:4] == ["Group", "Parent", "Path", "Owners"] and "limits.cpu" in rows[0]
+    assert [r[0] for r in rows[1:]] == ["qa-root", "qa-b", "qa-a4"]
+    cpu = rows[0].index("limits.cpu")
+    assert rows[1][cpu] == "15,478.9 / 1,000" and rows[2][cpu] == "4 / 10" and rows[2][1] == "qa-root"
+    assert rows[1][3] == viewer.username
+
+
+def test_quota_table_queries_do_not_grow_with_groups(client, viewer, quota_groups, django_assert_max_num_queries):
+    from quotas.models import QuotaGroup
+
+    client.force_login(viewer)
+    with CaptureQueriesContext(connection) as small:
+        client.get("/quotas/?per_page=25")
+    for i in range(40):
+        group = QuotaGroup.objects.create(name=f"qa-x{i:02d}", path=f"/qa-x{i:02d}/", hard={"pods": "5"})
+        group.owners.add(viewer)
+    with django_assert_max_num_queries(len(small.captured_queries)):
+        client.get("/quotas/?per_page=25")
+
+
+@pytest.mark.parametrize("query", ["sort=nonsense", "sort=-clusters", "sort=-progress", "per_page=abc", "page=999",
+                                   "page=abc", "columns=bogus", "export=xml", "q=%25%27%22", "type=%00", "phase=bogus",
+                                   "kind=&namespace=%27", "key=bogus"])
+@pytest.mark.parametrize("path", ["/federation/", "/nodeconfig/", "/quotas/"])
+def test_bad_parameters_on_the_converted_pages(client, viewer, path, query):
+    client.force_login(viewer)
+    assert client.get(f"{path}?{query}").status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/federation/", "/nodeconfig/", "/quotas/"])
+def test_the_converted_pages_export_needs_the_pages_permission(client, nobody, path):
+    client.force_login(nobody)
+    response = client.get(f"{path}?export=csv")
+    assert response.status_code == 403 and not response.get("Content-Disposition")

@@ -80,3 +80,58 @@ def test_audit_and_job_tables_in_the_browser(page, asgi_server, viewer):
     assert first.startswith("prune #"), "the second click sorts descending"
     rows = download_rows(page)
     assert rows[0][:2] == ["Job", "Status"] and len(rows) == 3
+
+
+def test_federated_objects_table_sorts_searches_and_exports(page, asgi_server, viewer):
+    from federation.models import FederatedObject
+
+    for name in ("qa-b", "qa-a4", "qa-c"):
+        FederatedObject.objects.create(namespace="qa", name=name, api_version="v1", kind="ConfigMap", template={},
+                                       template_hash="x")
+    log_in(page, asgi_server, viewer.username)
+    page.goto(f"{asgi_server}/federation/")
+    names = "rows => rows.map(r => r.querySelector('td:nth-child(2) a').textContent)"
+    assert page.eval_on_selector_all("#fed-objects-table tbody tr", names) == ["qa/qa-a4", "qa/qa-b", "qa/qa-c"]
+
+    with page.expect_navigation():
+        page.click('#fed-objects-table th a[data-sort="name"]')
+    with page.expect_navigation():
+        page.click('#fed-objects-table th a[data-sort="name"]')
+    assert page.eval_on_selector_all("#fed-objects-table tbody tr", names) == ["qa/qa-c", "qa/qa-b", "qa/qa-a4"]
+
+    page.fill("input[data-table-search]", "a4")
+    with page.expect_navigation():
+        page.press("input[data-table-search]", "Enter")
+    assert page.eval_on_selector_all("#fed-objects-table tbody tr", names) == ["qa/qa-a4"]
+    assert page.locator("#fed-objects-table[data-live-fragment]").count() == 1, "still a live part"
+
+    rows = download_rows(page)
+    assert rows[0][:3] == ["Kind", "Namespace/name", "Phase"] and [r[1] for r in rows[1:]] == ["qa/qa-a4"]
+
+
+def test_node_config_targets_table_sorts_searches_and_exports(page, asgi_server, viewer):
+    from nodeconfig.models import ConfigTarget, ConfigType
+
+    config_type = ConfigType.objects.create(name="QaBrowserConfiguration", resource="qabrowsers")
+    for name in ("qa-b", "qa-a4", "qa-c"):
+        ConfigTarget.objects.create(config_type=config_type, name=name, node_label_selector=f"pool={name}")
+    log_in(page, asgi_server, viewer.username)
+    page.goto(f"{asgi_server}/nodeconfig/?type=QaBrowserConfiguration")
+    names = "rows => rows.map(r => r.querySelector('td:nth-child(2) a').textContent)"
+    assert page.eval_on_selector_all("#target-table tbody tr", names) == ["qa-a4", "qa-b", "qa-c"]
+    assert page.locator("#target-table .nc-progress[data-target-id]").count() == 3, "the live progress bars stay"
+
+    with page.expect_navigation():
+        page.click('#target-table th a[data-sort="name"]')
+    with page.expect_navigation():
+        page.click('#target-table th a[data-sort="name"]')
+    assert page.eval_on_selector_all("#target-table tbody tr", names) == ["qa-c", "qa-b", "qa-a4"]
+    assert page.input_value("#nc-type") == "QaBrowserConfiguration", "the type filter is kept"
+
+    page.fill("input[data-table-search]", "pool=qa-b")
+    with page.expect_navigation():
+        page.press("input[data-table-search]", "Enter")
+    assert page.eval_on_selector_all("#target-table tbody tr", names) == ["qa-b"]
+
+    rows = download_rows(page)
+    assert rows[0][:3] == ["Type", "Target", "Mode"] and [r[1] for r in rows[1:]] == ["qa-b"]
