@@ -28,6 +28,8 @@ from fractions import Fraction
 from typing import Any
 
 from kube.quantity import Quantity, QuantityError, parse_quantity
+
+from .display import is_binary, readable
 from kube.resources import PodSpecError, workload_usage
 
 __all__ = [
@@ -437,15 +439,18 @@ def check_admission(
 
 
 def denial_message(group: str, exceeded: Sequence[Exceeded]) -> str:
-    """ResourceQuota's "exceeded quota: requested/used/limited", readable and per resource."""
+    """ResourceQuota's "exceeded quota: requested/used/limited", per resource, in the units
+    people read (``2,959.7``, not ``2959690m``; ``5,000``, not ``5k``; memory in ``Gi``)."""
     if not exceeded:
         raise ValueError("denial_message needs at least one exceeded resource")
     parts = []
     for item in exceeded:
+        binary = is_binary(item.resource)
+        used, hard = readable(str(item.used), binary), readable(str(item.hard), binary)
         if item.cash:
-            parts.append(f"{item.resource} exhausted: used {item.used}, hard {item.hard}")
+            parts.append(f"{item.resource} exhausted: used {used}, hard {hard}")
         else:
-            parts.append(f"{item.resource} requested {item.requested}, used {item.used}, hard {item.hard}")
+            parts.append(f"{item.resource} requested {readable(str(item.requested), binary)}, used {used}, hard {hard}")
     return f'exceeded quota group "{group}": ' + "; ".join(parts)
 
 

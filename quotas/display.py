@@ -8,6 +8,7 @@ from kube.quantity import Quantity, QuantityError
 
 BINARY_UNITS = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
 DECIMAL_UNITS = ((10**15, "P"), (10**12, "T"), (10**9, "G"), (10**6, "M"))
+HUGE = 10**21
 
 
 @lru_cache(maxsize=8192)
@@ -21,6 +22,8 @@ def readable(text: str | None, binary: bool = False) -> str:
     try:
         amount = Quantity.parse(str(text)).as_decimal()
     except (QuantityError, ValueError):
+        return str(text)
+    if abs(amount) >= HUGE:  # beyond exa: no unit reads better than the quantity itself (10e399)
         return str(text)
     if binary or str(text).endswith(BINARY_UNITS):
         for power, unit in reversed(list(enumerate(BINARY_UNITS, start=1))):

@@ -780,3 +780,14 @@ def test_projected_exhaustion():
     assert acc.projected_exhaustion(Q("100"), Q("100"), Decimal(1), T0) == T0
     assert acc.projected_exhaustion(Q("100"), Q("120"), None, T0) == T0, "already exhausted, whatever the rate"
     assert acc.projected_exhaustion(Q("1e30"), Q("0"), Decimal("0.001"), T0) is None, "beyond year 9999"
+
+
+def test_a_denial_reads_in_the_units_people_use():
+    """Refusals said "used 2959690m, hard 5k" (the canonical quantity): now numbers as the
+    quota pages show them, memory in binary units."""
+    refused = [acc.Exceeded("cash/limits.cpu", Q("500m"), Q("2959690m"), Q("5k"), cash=True),
+               acc.Exceeded("requests.memory", Q("1536Mi"), Q("40552320Mi"), Q("40Ti")),
+               acc.Exceeded("requests.cpu", Q("250m"), Q("99900m"), Q("100"))]
+    assert acc.denial_message("vision", refused) == (
+        'exceeded quota group "vision": cash/limits.cpu exhausted: used 2,959.69, hard 5,000; '
+        "requests.memory requested 1.5Gi, used 38.7Ti, hard 40Ti; requests.cpu requested 0.25, used 99.9, hard 100")
