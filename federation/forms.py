@@ -29,6 +29,7 @@ MAX_YAML = 1_000_000
 #: The namespace filter's value for objects without a namespace (no namespace may be named "-").
 NO_NAMESPACE = "-"
 POLICY_KINDS = {"propagation": PropagationPolicy, "override": OverridePolicy}
+POLICY_TITLES = {"propagation": _("Propagation policies"), "override": _("Override policies")}
 
 
 # ---------------------------------------------------------------------------- YAML

@@ -53,6 +53,7 @@ from .forms import (
     EXAMPLE_OBJECT,
     NO_NAMESPACE,
     POLICY_KINDS,
+    POLICY_TITLES,
     CordonForm,
     DeleteForm,
     EditTemplateForm,
@@ -475,8 +476,7 @@ class PolicyListView(PermissionMixin, TableMixin, TemplateView):
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         user = self.request.user
-        sections = [{"kind": kind, "title": model._meta.verbose_name_plural.capitalize(), "table": table,
-                     "may_add": may(user, "add", model)}
+        sections = [{"kind": kind, "title": POLICY_TITLES[kind], "table": table, "may_add": may(user, "add", model)}
                     for (kind, model), table in zip(POLICY_KINDS.items(), context["tables"], strict=True)]
         return context | {"sections": sections}
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from core import events
 from fleet.models import Cluster
@@ -20,10 +21,12 @@ from .models import WaterLevelSample
 from .weights import dynamic_weights
 
 #: (key, label, allocatable column, requested column, display divisor, unit)
+#: (key, label, allocatable column, requested column, divisor, unit): labels and units as the
+#: pages show them (lazily translated; JSON payloads encode them as text).
 RESOURCES = (
-    ("cpu", "CPU", "cpu_allocatable_milli", "cpu_requested_milli", 1000, "cores"),
-    ("memory", "Memory", "memory_allocatable_bytes", "memory_requested_bytes", 2**30, "GiB"),
-    ("gpu", "GPU", "gpu_allocatable", "gpu_requested", 1, "GPUs"),
+    ("cpu", gettext_lazy("CPU"), "cpu_allocatable_milli", "cpu_requested_milli", 1000, gettext_lazy("cores")),
+    ("memory", gettext_lazy("Memory"), "memory_allocatable_bytes", "memory_requested_bytes", 2**30, "GiB"),
+    ("gpu", gettext_lazy("GPU"), "gpu_allocatable", "gpu_requested", 1, gettext_lazy("GPUs")),
 )
 _COLUMNS = ("name", "ready", "pk", "cordoned", "drain", *(c for r in RESOURCES for c in r[2:4]))
 
