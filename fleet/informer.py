@@ -244,6 +244,8 @@ class Watcher:
                 self.stopping.wait(min(300.0, self.retry_seconds * 2 ** (failures - 1)))
                 self.changed()  # a write after the pause shows whether the cluster is back
             except Exception:  # noqa: BLE001 - a thread must not die silently: log, pause, go on
+                if self.stopping.is_set():
+                    return  # the connector closed under a watch that was ending anyway
                 logger.exception("watch of %s failed", informer.kind)
                 self.stopping.wait(15.0)
             else:
