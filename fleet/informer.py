@@ -233,13 +233,15 @@ class Watcher:
     def _follow(self, informer: Informer) -> None:
         failures = 0
         while not self.stopping.is_set():
+            started = time.monotonic()
             try:
                 informer.follow(self.connector, lock=self.informers.lock, changed=self.changed, stop=self.stopping,
                                 watch_seconds=self.watch_seconds, resync_seconds=self.informers.full_resync_seconds)
             except ConnectorError as exc:
                 if self.stopping.is_set():
                     return
-                failures += 1
+                # failures in a row double the pause; one after a watch that held a while starts over
+                failures = 1 if time.monotonic() - started > self.watch_seconds else failures + 1
                 self._report(exc)
                 self.stopping.wait(min(300.0, self.retry_seconds * 2 ** (failures - 1)))
                 self.changed()  # a write after the pause shows whether the cluster is back
@@ -248,8 +250,6 @@ class Watcher:
                     return  # the connector closed under a watch that was ending anyway
                 logger.exception("watch of %s failed", informer.kind)
                 self.stopping.wait(15.0)
-            else:
-                failures = 0
 
     def _report(self, exc: ConnectorError) -> None:
         try:
