@@ -458,7 +458,7 @@ def build_snapshot(
         if memo is not None:
             facts = memo.pod(obj, snap.errors, resources, replica_set_owner)
         else:
-            facts = _owned(pod_facts(obj, snap.errors, resources), replica_set_owner)
+            facts = _owned(pod_facts(obj, snap.errors, resources), replica_set_owner, in_place=True)
         if facts is not None:
             snap.pods[facts.uid] = facts
     if memo is not None:
@@ -467,12 +467,19 @@ def build_snapshot(
     return snap
 
 
-def _owned(facts: PodFacts | None, replica_set_owner: Mapping[tuple[str, str], tuple[str, str]]) -> PodFacts | None:
-    """A pod of a ReplicaSet that a Deployment owns counts as the Deployment's (a copy)."""
+def _owned(facts: PodFacts | None, replica_set_owner: Mapping[tuple[str, str], tuple[str, str]], *,
+           in_place: bool = False) -> PodFacts | None:
+    """A pod of a ReplicaSet that a Deployment owns counts as the Deployment's: a copy of facts
+    a memo keeps, the facts themselves when only this build has them (a million pods: no copies)."""
     if facts is None or facts.owner_kind != "ReplicaSet":
         return facts
     owner = replica_set_owner.get((facts.namespace, facts.owner_name))
-    return facts if owner is None else replace(facts, owner_kind=owner[0], owner_name=owner[1])
+    if owner is None:
+        return facts
+    if in_place:
+        facts.owner_kind, facts.owner_name = owner
+        return facts
+    return replace(facts, owner_kind=owner[0], owner_name=owner[1])
 
 
 def _sum_requested(snap: Snapshot) -> None:
