@@ -144,6 +144,12 @@ class BaseTable(tables.Table):
         return self.page.object_list if hasattr(self, "page") else self.rows
 
 
+def query_param(request: HttpRequest, name: str) -> str:
+    """A free-text query parameter as a filter may use it: trimmed, without NUL characters
+    (PostgreSQL refuses them in text: ``?q=%00`` would be a 500 there, and is no search)."""
+    return request.GET.get(name, "").replace("\x00", "").strip()
+
+
 def search_q(fields: Iterable[str], text: str) -> Q:
     """Rows whose ``fields`` contain ``text`` (case-insensitive), any of them."""
     q = Q()
@@ -202,13 +208,13 @@ def build_table(request: HttpRequest, table_class: type[BaseTable], queryset: Qu
                 rows: Rows | None = None, **kwargs: Any) -> BaseTable:
     """The table for this request: searched, sorted, with the chosen columns (not yet paginated;
     the export wants every row, the page one page)."""
-    text = request.GET.get(f"{prefix}q", "").strip()
+    text = query_param(request, f"{prefix}q")
     if text and table_class.search_fields:
         queryset = queryset.filter(search_q(table_class.search_fields, text))
     table = table_class(rows(queryset) if rows is not None else queryset, prefix=prefix, **kwargs)
     table.search_text = text
     table.query = request.GET.copy()
-    sort = request.GET.get(f"{prefix}sort", "").strip()
+    sort = query_param(request, f"{prefix}sort")
     if sort:
         table.order_by = sort  # django-tables2 drops unknown and unsortable columns
     _choose_columns(request, table)

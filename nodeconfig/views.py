@@ -29,7 +29,7 @@ from core import concurrency
 from core.errors import Refused
 from core.forms import add_refusal
 from core.permissions import may, may_any_or_role
-from core.tables import TableMixin
+from core.tables import TableMixin, query_param
 from core.views import PermissionMixin, RevisionDiffMixin, VerbViewMixin
 from fleet.models import Cluster, Node
 
@@ -114,7 +114,7 @@ class IndexView(PermissionMixin, TableMixin, TemplateView):
 
     def get_table_queryset(self):
         targets = targets_with_relations().filter(deleted=False)
-        chosen = self.request.GET.get("type", "").strip()
+        chosen = query_param(self.request, "type")
         return targets.filter(config_type__name=chosen) if chosen else targets
 
     def table_rows(self, queryset):
@@ -137,7 +137,7 @@ class IndexView(PermissionMixin, TableMixin, TemplateView):
             target.progress = progress[target.pk]
         return context | live_context() | {
             "types": ConfigType.objects.order_by("name").only("pk", "name"),
-            "chosen_type": self.request.GET.get("type", "").strip(),
+            "chosen_type": query_param(self.request, "type"),
             "emergencies": emergencies,
             "topics": ["nodeconfig"],
         }

@@ -329,7 +329,7 @@ def test_quota_table_queries_do_not_grow_with_groups(client, viewer, quota_group
 
 
 @pytest.mark.parametrize("query", ["sort=nonsense", "sort=-clusters", "sort=-progress", "per_page=abc", "page=999",
-                                   "page=abc", "columns=bogus", "export=xml", "q=%25%27%22", "type=%00", "phase=bogus",
+                                   "page=abc", "columns=bogus", "export=xml", "q=%25%27%22", "q=%00", "type=%00", "phase=bogus",
                                    "kind=&namespace=%27", "key=bogus"])
 @pytest.mark.parametrize("path", ["/federation/", "/nodeconfig/", "/quotas/"])
 def test_bad_parameters_on_the_converted_pages(client, viewer, path, query):
