@@ -6,6 +6,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from django.db import connections
 
 from core.live import publish_pending
 from core.models import Job
@@ -25,9 +26,17 @@ FAR_FUTURE = 4_000_000_000.0  # every simulated agent's delay has passed
 
 def in_worker(function, *args):
     """Run writes that publish events in another thread, as a worker would: this thread runs
-    Playwright's event loop, where ``async_to_sync`` cannot."""
+    Playwright's event loop, where ``async_to_sync`` cannot. The thread's database connection
+    goes back to the pool when it is done (a thread that ends with it checked out keeps it for
+    good: the pool ran dry for the tests after these)."""
+    def run():
+        try:
+            return function(*args)
+        finally:
+            connections.close_all()
+
     with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(function, *args).result(timeout=30)
+        return pool.submit(run).result(timeout=30)
 
 
 def agents_report_and_publish() -> None:
