@@ -935,6 +935,26 @@ GLOSSARY.update({
 })
 
 
+# In-app administration (users, roles, tokens, cluster registration, config types)
+GLOSSARY.update({
+})
+
+
+# Overview story and the quota journeys
+GLOSSARY.update({
+})
+
+
+# Federation, water levels and capacity review
+GLOSSARY.update({
+})
+
+
+# Node config journeys, keyboard shortcuts
+GLOSSARY.update({
+})
+
+
 ENTRY = re.compile(r'((?:#[^\n]*\n)*)msgid ((?:"[^"\n]*(?:\\.[^"\n]*)*"\n)+)(msgid_plural (?:"[^"\n]*(?:\\.[^"\n]*)*"\n)+)?msgstr(?:\[0\])? ((?:"[^"\n]*(?:\\.[^"\n]*)*"\n)+)')
 
 
