@@ -540,6 +540,44 @@ class AffinityIndex:
 # ------------------------------------------------------------------------ the cluster
 
 
+class NodeColumns:
+    """Per-node cpu/memory allocatable, requested (plain and non-zero) and pod counts, one
+    numpy array each, indexed by node position. The scores read them with the same integer and
+    IEEE-double arithmetic as the per-node functions, so the results are identical; every value
+    stays below 2**55 (``LIMIT``) so that ``x * 100`` cannot overflow 64 bits."""
+
+    LIMIT = 2**55
+    FIELDS = ("alloc_cpu", "alloc_mem", "alloc_pods", "req_cpu", "req_mem", "nz_cpu", "nz_mem", "pods")
+
+    def __init__(self, rows: list[tuple[int, ...]]) -> None:
+        import numpy as np  # only the engine's vectorised path needs it
+
+        #: One row per node, one column per ``FIELDS`` entry: a scan window is one gather.
+        self.table = np.array(rows, dtype=np.int64).reshape(len(rows), len(self.FIELDS))
+
+    @staticmethod
+    def row(node: NodeInfo) -> tuple[int, ...]:
+        return (node.alloc_cpu, node.alloc_mem, node.alloc_pods, node.req_cpu, node.req_mem, node.nz_cpu, node.nz_mem, len(node.pods))
+
+    @classmethod
+    def representable(cls, values: Iterable[int]) -> bool:
+        return all(-cls.LIMIT < v < cls.LIMIT for v in values)
+
+    @classmethod
+    def of(cls, nodes: Sequence[NodeInfo]) -> NodeColumns | None:
+        rows = [cls.row(node) for node in nodes]
+        if not all(cls.representable(row) for row in rows):
+            return None
+        return cls(rows)
+
+    def update(self, node: NodeInfo) -> None:
+        """Take the node's numbers after a pod was added; past the limit, the columns retire."""
+        row = self.row(node)
+        if not self.representable(row):
+            raise OverflowError  # ``ClusterState.add_pod`` drops the columns
+        self.table[node.index] = row
+
+
 class ClusterState:
     """Nodes and the pods placed on them; ``add_pod`` is the engine's "assume"."""
 
@@ -565,6 +603,15 @@ class ClusterState:
         self.total_req: dict[str, int] = {}
         self.cache: dict[Any, Any] = {}  # plugin caches keyed on static node data (labels, taints)
         self.pod_count = 0
+        self._columns: NodeColumns | None | bool = False  # False: not built yet; None: not representable
+
+    def columns(self) -> NodeColumns | None:
+        """The nodes' cpu/memory numbers as arrays (built on first use, then kept current by
+        ``add_pod``), for the placement engine's vectorised scoring of many nodes at once; None
+        when a quantity is too large for exact 64-bit arithmetic (the engine then scores node by node)."""
+        if self._columns is False:
+            self._columns = NodeColumns.of(self.nodes)
+        return self._columns  # type: ignore[return-value]
 
     @classmethod
     def build(
@@ -595,3 +642,8 @@ class ClusterState:
         for name, value in req.scalars.items():
             totals[name] = totals.get(name, 0) + value
         self.pod_count += 1
+        if self._columns:
+            try:
+                self._columns.update(node)  # type: ignore[union-attr]
+            except OverflowError:
+                self._columns = None

@@ -309,6 +309,8 @@ class _StaticPass:
 
 
 _UNKNOWN, _INFEASIBLE = -2, -1  # a node-local score is >= 0
+#: Unknown values in a scan window from which one array computation beats a call per node.
+_VECTOR_FROM = 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +323,8 @@ class _LocalPlan:
     nodes: list[NodeInfo]
     constant: int
     want: int
+    vector: Any = None  # ``value`` over many nodes at once (``noderesources.fused_value``), or None
+    columns: Any = None  # the ``NodeColumns`` it reads
 
 
 class _LocalMemo:
@@ -328,13 +332,22 @@ class _LocalMemo:
     ``scores[k]`` for node ``passing.positions[k]`` is its weighted score sum, ``_INFEASIBLE``
     when a check refuses it, ``_UNKNOWN`` until a scan reaches it or after a pod went there."""
 
-    __slots__ = ("passing", "scores", "seen", "where")
+    __slots__ = ("passing", "scores", "seen", "where", "_at")
 
     def __init__(self, passing: _StaticPass, seen: int) -> None:
         self.passing = passing
         self.scores = [_UNKNOWN] * len(passing.positions)
         self.where = {position: k for k, position in enumerate(passing.positions)}
         self.seen = seen
+        self._at: Any = None
+
+    def at(self) -> Any:
+        """The positions as a numpy array (for ``_LocalPlan.vector``), made on first use."""
+        if self._at is None:
+            import numpy as np
+
+            self._at = np.array(self.passing.positions, dtype=np.intp)
+        return self._at
 
     def forget(self, changed: list[int]) -> None:
         """Drop what it knew of the nodes pods went to since it last looked."""
@@ -362,6 +375,7 @@ class Scheduler:
     static_prepass = True  # tests turn it off to check it changes nothing but speed
     local_cycle = True  # likewise (``_local_plan``)
     plan_cache = True  # likewise (``_outcome``)
+    vectorise = True  # likewise (``_LocalPlan.vector``)
 
     def __init__(self, policy: Policy, nodes: Sequence[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]] = (), namespaces: Iterable[Mapping[str, Any]] = ()) -> None:
         self.policy = policy
@@ -574,7 +588,10 @@ class Scheduler:
                     total += weight * one(node)
                 return total
 
-        return _LocalPlan(memo, value, nodes, constant, num_feasible_nodes_to_find(self.policy.percentage_of_nodes_to_score, len(nodes)))
+        want = num_feasible_nodes_to_find(self.policy.percentage_of_nodes_to_score, len(nodes))
+        vector = getattr(value, "vector", None) if self.vectorise else None
+        columns = self.cluster.columns() if vector is not None and nodes is self.cluster.nodes else None
+        return _LocalPlan(memo, value, nodes, constant, want, vector if columns is not None else None, columns)
 
     def _local_scan(self, plan: _LocalPlan) -> Placement | None:
         """One pod's filter and score over the plan's kept values (see ``_local_plan``)."""
@@ -584,7 +601,12 @@ class Scheduler:
         positions = memo.passing.positions
         n = len(nodes)
 
-        def resolve(lo: int, hi: int) -> None:
+        vector = plan.vector
+
+        def resolve(lo: int, hi: int, unknown: int) -> None:
+            if vector is not None and unknown >= _VECTOR_FROM:
+                arr[lo:hi] = vector(plan.columns, memo.at()[lo:hi]).tolist()  # known values come out the same
+                return
             for k in range(lo, hi):
                 if arr[k] == _UNKNOWN:
                     arr[k] = value(nodes[positions[k]])
@@ -597,8 +619,9 @@ class Scheduler:
             while k < hi and found < want:
                 end = min(hi, k + want - found)
                 window = arr[k:end]
-                if _UNKNOWN in window:
-                    resolve(k, end)
+                unknown = window.count(_UNKNOWN)
+                if unknown:
+                    resolve(k, end, unknown)
                     window = arr[k:end]
                 feasible = len(window) - window.count(_INFEASIBLE)
                 if feasible:

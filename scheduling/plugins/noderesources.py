@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from scheduling.args import LEAST_ALLOCATED, MOST_ALLOCATED, BalancedArgs, FitArgs, ResourceSpec
-from scheduling.cluster import ClusterState, NodeInfo, PodInfo, is_extended_resource_name, scalar
+from scheduling.cluster import ClusterState, NodeColumns, NodeInfo, PodInfo, is_extended_resource_name, scalar
 from scheduling.helpers import MAX_NODE_SCORE, ShapePoint, broken_linear, go_div
 from scheduling.plugins.base import NodeCheck, Plugin, Scorer, node_local, per_node
 from scheduling.status import SKIP, UNRESOLVABLE, UNSCHEDULABLE, Status, _Skip
@@ -342,7 +342,44 @@ def fused_value(check: Any, scores: Sequence[tuple[Any, int]], infeasible: int) 
             balanced_score = MAX_NODE_SCORE
         return w_least * least_score + w_balanced * balanced_score
 
+    if NodeColumns.representable((cpu, mem, wc, wm, lc, lm, bc, bm, w_least, w_balanced, least_weight)):
+        value.vector = _fused_vector(cpu, mem, (wc, wm, lc, lm), (bc, bm), (w_least, w_balanced), infeasible)  # type: ignore[attr-defined]
     return value
+
+
+def _fused_vector(cpu: int, mem: int, least: tuple[int, int, int, int], balanced: tuple[int, int], weights: tuple[int, int],
+                  infeasible: int) -> Callable[[NodeColumns, Any], Any]:
+    """``fused_value`` over many nodes at once (numpy arrays of ``NodeColumns``, at the node
+    positions ``at``): the same operations in the same order, integer where Go's are (floor
+    division of non-negative numbers is Go's truncation) and IEEE double where Go's are, so every
+    value equals the per-node function's (a hypothesis test holds them equal). A window of new
+    nodes then costs a few array operations instead of a Python call per node."""
+    import numpy as np
+
+    wc, wm, lc, lm = least
+    bc, bm = balanced
+    w_least, w_balanced = weights
+
+    def vector(cols: NodeColumns, at: Any) -> Any:
+        ac, am, alloc_pods, req_c, req_m, nz_c, nz_m, pods = cols.table[at].T  # NodeColumns.FIELDS
+        fits = pods < alloc_pods
+        if cpu > 0:
+            fits &= cpu <= ac - req_c
+        if mem > 0:
+            fits &= mem <= am - req_m
+        has_c, has_m = ac != 0, am != 0
+        div_c, div_m = np.where(has_c, ac, 1), np.where(has_m, am, 1)
+        rc, rm = nz_c + lc, nz_m + lm
+        total = np.where(has_c & (rc <= ac), (ac - rc) * MAX_NODE_SCORE // div_c * wc, 0)
+        total += np.where(has_m & (rm <= am), (am - rm) * MAX_NODE_SCORE // div_m * wm, 0)
+        weight = (wc + wm) - np.where(has_c, 0, wc) - np.where(has_m, 0, wm)
+        least_score = np.where(weight != 0, total // np.where(weight != 0, weight, 1), 0)
+        fc = np.minimum((req_c + bc).astype(np.float64) / div_c.astype(np.float64), 1.0)
+        fm = np.minimum((req_m + bm).astype(np.float64) / div_m.astype(np.float64), 1.0)
+        balanced_score = np.where(has_c & has_m, ((1 - np.abs((fc - fm) / 2)) * 100.0).astype(np.int64), MAX_NODE_SCORE)
+        return np.where(fits, w_least * least_score + w_balanced * balanced_score, infeasible)
+
+    return vector
 
 
 def balanced_score(requested: Sequence[int], allocatable: Sequence[int]) -> int:

@@ -13,10 +13,10 @@ import random
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from scheduling.cluster import PLACED_AT_ANNOTATION, USAGE_ANNOTATION, USAGE_TIME_ANNOTATION, VIRTUAL_REQUEST_ANNOTATION
+from scheduling.cluster import PLACED_AT_ANNOTATION, USAGE_ANNOTATION, USAGE_TIME_ANNOTATION, VIRTUAL_REQUEST_ANNOTATION, NodeColumns, PodInfo
 from scheduling.engine import (
     DEFAULT_SCORES,
     PluginSpec,
@@ -421,3 +421,69 @@ def test_the_node_local_cycle_changes_nothing_but_speed(seed: int, percentage: i
             pod["spec"]["nodeSelector"] = {"pool": rnd.choice(("a", "b"))}
         assert fast.schedule(pod) == full.schedule(copy.deepcopy(pod))
         assert fast.next_start == full.next_start
+
+
+_QUANTITIES = st.sampled_from(("0", "0", "1", "3", "7", "64", "250m", "1500m", "1Gi", "3Gi", "512Mi", "100Ti", "7Pi"))
+
+
+@settings(database=None, deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=st.lists(st.tuples(_QUANTITIES, _QUANTITIES, st.sampled_from(("0", "1", "3", "110"))), min_size=1, max_size=60),
+       placed=st.lists(st.tuples(st.integers(0, 59), _QUANTITIES, _QUANTITIES), max_size=40),
+       cpu=_QUANTITIES, memory=_QUANTITIES)
+@example(nodes=[("1", "8Gi", "110"), ("4", "8Gi", "110")], placed=[(0, "64", "1Gi")], cpu="0", memory="1Gi")  # overcommitted: fraction capped at 1
+@example(nodes=[("4", "0", "110"), ("4", "8Gi", "110")], placed=[], cpu="1", memory="0")  # no memory: its weight leaves the average
+def test_the_vectorised_window_equals_the_per_node_value(nodes: list[tuple[str, str, str]], placed: list[tuple[int, str, str]],
+                                                         cpu: str, memory: str) -> None:
+    """``fused_value``'s array form (``_LocalPlan.vector``) gives every node the per-node
+    function's value: fit verdicts and both scores, on nodes with no cpu or memory, overcommitted
+    nodes, full pod slots and quantities up to exa; where a quantity is too large for 64-bit
+    arithmetic the engine has no columns and keeps the per-node path."""
+    objs = [node(f"n{i:02d}", cpu=c, mem=m, pods=p) for i, (c, m, p) in enumerate(nodes)]
+    existing = [make_pod().name(f"e{k}").node(f"n{i % len(nodes):02d}").req({"cpu": c, "memory": m}).obj() for k, (i, c, m) in enumerate(placed)]
+    scheduler = Scheduler(Policy.default(), objs, existing)
+    info = PodInfo(make_pod().name("p").req({"cpu": cpu, "memory": memory}).obj())
+    pre = scheduler._prefilter(info)
+    plan = scheduler._local_plan(info, pre) if not isinstance(pre, str) else None
+    if plan is None or getattr(plan.value, "vector", None) is None:
+        return  # no fused path for this pod (e.g. nothing requested): nothing vectorised either
+    expected = [plan.value(plan.nodes[p]) for p in plan.memo.passing.positions]
+    if plan.columns is None:  # placed pods summed past 2**55 on some node
+        assert not all(NodeColumns.representable(NodeColumns.row(n)) for n in scheduler.cluster.nodes)
+        return
+    assert plan.vector(plan.columns, plan.memo.at()).tolist() == expected
+
+
+def test_quantities_beyond_64_bits_keep_the_per_node_path() -> None:
+    """A node with 8 EiB of memory: ``x * 100`` would overflow int64, so the cluster has no
+    columns (before or after a pod lands there) and the scan scores node by node."""
+    objs = [node("small", cpu="8", mem="16Gi"), node("huge", cpu="8", mem="8Ei")]
+    scheduler = Scheduler(Policy.default(), objs)
+    assert scheduler.cluster.columns() is None
+    info = PodInfo(make_pod().name("p").req({"cpu": "1", "memory": "1Gi"}).obj())
+    plan = scheduler._local_plan(info, scheduler._prefilter(info))
+    assert plan is not None and plan.vector is None and plan.columns is None
+    replicas = [make_pod().name(f"r{i}").req({"cpu": "1", "memory": "1Gi"}).obj() for i in range(6)]
+    plain = Scheduler(Policy.default(), objs)
+    plain.local_cycle = False
+    assert scheduler.schedule_replicas(replicas) == [plain.schedule(copy.deepcopy(r)) for r in replicas]
+    grown = Scheduler(Policy.default(), [node("a", cpu="8", mem="30Pi")])
+    assert grown.cluster.columns() is not None
+    grown.schedule(make_pod().name("big").req({"cpu": "1", "memory": "29Pi"}).obj())
+    assert grown.cluster.columns() is not None  # 29 PiB requested: still below the limit
+
+
+def test_vectorised_scoring_places_the_simulated_fleet_as_the_per_node_path() -> None:
+    """A cluster of the fleet simulator placed with and without the array path: same nodes."""
+    from fleet.simulator import SimulatedCluster, large_fleet
+
+    spec = large_fleet(clusters=500, nodes=200_000)[3]
+    placements = []
+    for vectorise in (True, False):
+        original = Scheduler.vectorise
+        Scheduler.vectorise = vectorise
+        try:
+            placements.append([(p["metadata"]["name"], p["spec"].get("nodeName")) for p in SimulatedCluster(spec).state(0).pods])
+        finally:
+            Scheduler.vectorise = original
+    assert placements[0] == placements[1]
+    assert sum(1 for _, node_name in placements[0] if node_name) > 1000
