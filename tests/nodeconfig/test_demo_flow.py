@@ -133,8 +133,39 @@ def test_the_demo_seed_imports_the_machine_type_example_once(demo):
     call_command("seed_nodeconfig_demo", if_empty=True)
     call_command("seed_nodeconfig_demo", if_empty=True)
     target = ConfigTarget.objects.get()
-    assert target.name == "hybrid-for-disk-hdd" and target.node_label_selector == "diskMode=hdd"
+    assert target.name == "hybrid-for-disk-hdd" and target.node_label_selector == "diskMode=hdd,machineModel in (A1,A2,A3)"
     assert target.revisions.get().created_by == "system:seed-demo"
+
+
+def test_journey_2_can_be_played_on_the_seeded_demo(demo):
+    """The demo seed leaves room for journey 2: the A4 HDD target at the default priority
+    previews its nodes with no conflict and is accepted; the seeded HDD policy does not already
+    give those nodes the 20Gi the journey raises them to (a target with the same body would
+    have the same hash: nothing to roll out)."""
+    from django.core.management import call_command
+
+    from nodeconfig.models import ConfigType
+    from nodeconfig.services import TargetSpec, preview, save_target
+
+    call_command("seed_nodeconfig_demo", if_empty=True)
+    settle(ConfigTarget.objects.get())
+    a4_hdd = set(Node.objects.filter(labels__diskMode="hdd", labels__machineModel="A4").values_list("name", flat=True))
+    assert a4_hdd, "the demo fleet has A4 HDD nodes"
+    assert not NodeConfig.objects.filter(node__name__in=a4_hdd).exists(), "they run the type's default (10Gi)"
+    config_type = ConfigType.objects.get(name="AdminQoSConfiguration")
+    spec = TargetSpec(name="a4-hdd-eviction", node_label_selector="diskMode=hdd,machineModel=A4",
+                      config={"evictionConfig": {"memoryPressureEvictionConfig": {"systemFreeMemoryThresholdMinimum": "20Gi"}}})
+    seen = preview(config_type, spec)
+    assert seen["problem"] is None and seen["conflicts"] == [] and seen["matched_count"] == len(a4_hdd)
+    target, created = save_target(config_type, spec)
+    settle(target)
+    assert created and set(NodeConfig.objects.filter(target=target).values_list("node__name", flat=True)) == a4_hdd
+    # the upstream example as written (machineModel unconstrained) overlaps it at priority 0
+    from core.errors import Refused
+
+    with pytest.raises(Refused) as refused:
+        import_manifests(EXAMPLES.split("\n---\n")[3].replace("hybrid-for-disk-hdd", "hdd-as-written"))
+    assert refused.value.code == "selector_overlap" and "a4-hdd-eviction" in refused.value.detail
 
 
 @pytest.mark.django_db(transaction=True)

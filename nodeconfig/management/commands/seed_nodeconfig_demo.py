@@ -10,11 +10,14 @@ from core.context import acting_as
 from nodeconfig.models import ConfigTarget
 from nodeconfig.services import import_manifests
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "seed-targets.yaml"
+#: Upstream's ``hybrid-for-disk-hdd`` on the models A1–A3 only: as written (``diskMode=hdd``)
+#: it would already give the demo's A4 HDD nodes 20Gi and, at priority 0, refuse the A4 target
+#: journey 2 creates (``machineModel`` unconstrained there overlaps ``machineModel=A4``).
+DEMO_TARGETS = Path(__file__).resolve().parents[2] / "examples" / "demo-targets.yaml"
 
 
 class Command(BaseCommand):
-    help = "Import the upstream machine-type example (hybrid-for-disk-hdd) unless targets exist."
+    help = "Import the demo's machine-type target (hybrid-for-disk-hdd on models A1-A3) unless targets exist."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--if-empty", action="store_true", help="do nothing when any target exists")
@@ -23,8 +26,6 @@ class Command(BaseCommand):
         if options["if_empty"] and ConfigTarget.objects.exists():
             self.stdout.write("node config demo: targets already exist; nothing to seed")
             return
-        documents = EXAMPLES.read_text().split("\n---\n")
-        hdd = next(d for d in documents if "name: hybrid-for-disk-hdd" in d)
         with acting_as("system:seed-demo"):
-            results = import_manifests(hdd, reason="demo: upstream machine-type example")
+            results = import_manifests(DEMO_TARGETS.read_text(), reason="demo: upstream machine-type example on models A1-A3")
         self.stdout.write(f"node config demo: {', '.join(t.name for t, _ in results)} imported")
