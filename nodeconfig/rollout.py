@@ -78,8 +78,11 @@ def _summary(target: ConfigTarget, counts: dict[str, int]) -> dict[str, Any]:
     current = target.revision.number if target.revision_id else 0
     # Until the reconciler has matched the current revision, no count above is about it.
     result["delivery"] = "delivered" if target.observed_revision >= current else "pending"
+    # "revision" is what the reconciler has matched; "current_revision" what the target is now
+    # (they differ until the delivery of an edit); "matched_nodes" is the reconciler's count.
     return result | {"target": target.name, "target_id": target.pk, "config_type": target.config_type.name,
-                     "revision": target.observed_revision or (target.revision.number if target.revision_id else 0),
+                     "revision": target.observed_revision or current, "current_revision": current,
+                     "matched_nodes": target.matched_node_count,
                      "hash": target.config_hash, "rollout_state": target.rollout_state, "paused": target.paused,
                      "message": target.rollout_message}
 

@@ -161,9 +161,13 @@ def _apply_spec(target: ConfigTarget, spec: TargetSpec, now: datetime) -> None:
     target.wave_interval_seconds = spec.wave_interval_seconds
     target.failure_threshold_percent = spec.failure_threshold_percent
     paced = bool(spec.wave_size) and not target.emergency
-    target.rollout_state = ConfigTarget.RolloutState.PROGRESSING if paced else ConfigTarget.RolloutState.COMPLETE
-    target.rollout_message = ""
-    target.paused = False
+    # A paused rollout (by hand or on failures) stays paused through an edit or a rollback: the
+    # fix is looked at (diffed) and released by a resume, not by the save.
+    State = ConfigTarget.RolloutState
+    held = paced and target.pk is not None and target.paused and target.rollout_state != State.COMPLETE
+    target.rollout_state = State.PAUSED if held else State.PROGRESSING if paced else State.COMPLETE
+    target.rollout_message = "a new revision waits for Resume" if held else ""
+    target.paused = held
     target.last_wave_at = None
     target.valid, target.status_reason, target.status_message = True, "", ""
 

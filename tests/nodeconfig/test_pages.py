@@ -3,6 +3,7 @@ refusals shown as form errors, the emergency downgrade from the overview."""
 
 from __future__ import annotations
 
+import json
 from html import unescape
 
 import pytest
@@ -328,6 +329,50 @@ def test_rollout_controls_pause_and_promote(client, operator, fleet, admin_qos):
     target.refresh_from_db()
     assert target.rollout_state == "complete" and progress(target)["delivered"] == 18
     assert client.post(url, {"rollout-action": "explode"}).status_code == 200
+
+
+def visible(html: str, marker: str) -> bool:
+    """Whether the element carrying ``marker`` (an attribute) is rendered without ``hidden``."""
+    start = html.index(marker)
+    return " hidden" not in html[start:html.index(">", start)]
+
+
+def test_an_edit_of_a_paused_rollout_stays_paused_and_the_page_says_what_is_true(client, operator, fleet, admin_qos):
+    """Journey 2: wave 1 fails, the rollout pauses itself, the body is fixed. The fix is a new
+    revision that waits for Resume (a save does not release it), and the page after the save
+    shows that revision (r2 with its delivery pending, not the r1 the reconciler last saw), the
+    Resume button, and the matched nodes the reconciler counts once it has delivered."""
+    from nodeconfig.rollout import advance_rollout
+
+    target = make_target(admin_qos, wave_size="25%", failure_threshold_percent=2)
+    wave = list(NodeConfig.objects.filter(target=target).values_list("node__name", flat=True))
+    NodeConfig.objects.filter(target=target, node__name=wave[0]).update(error="failed to apply: bad threshold")
+    ack(target, wave[1:])
+    advance_rollout(target)
+    target.refresh_from_db()
+    assert target.rollout_state == "failed" and target.paused
+    client.force_login(operator)
+    html = client.get(f"/nodeconfig/targets/{target.pk}/").content.decode()
+    assert visible(html, 'value="resume"') and not visible(html, 'value="pause"')
+
+    fixed = HDD_CONFIG["evictionConfig"]["memoryPressureEvictionConfig"] | {"gracePeriod": 30}
+    data = form_data(name="hdd", node_label_selector="diskMode=hdd", wave_size="25%", failure_threshold_percent="2",
+                     config='{"evictionConfig": {"memoryPressureEvictionConfig": %s}}' % json.dumps(fixed),
+                     reason="grace period for the HDD boxes")
+    response = client.post(f"/nodeconfig/targets/{target.pk}/edit/", data, follow=True)
+    html = response.content.decode()
+    target.refresh_from_db()
+    assert target.revision.number == 2 and target.paused and target.rollout_state == "paused"
+    assert 'r<span data-nc-field="current_revision">2</span>' in html, "the page shows the revision just saved"
+    assert visible(html, "data-nc-delivery") and visible(html, 'value="resume"') and not visible(html, 'value="pause"')
+    settle(target)  # the delivery: nothing is released while paused, the failed wave keeps revision 1
+    assert progress(target)["delivered"] == 0
+    html = client.get(f"/nodeconfig/targets/{target.pk}/").content.decode()
+    count = NodeConfig.objects.filter(matched_target=target).count()
+    assert f'<span data-nc-field="matched_nodes">{count}</span>' in html and count == 6
+    client.post(f"/nodeconfig/targets/{target.pk}/rollout/", {"rollout-action": "resume", "rollout-reason": "fixed"})
+    target.refresh_from_db()
+    assert not target.paused and target.rollout_state == "progressing" and progress(target)["delivered"] == 1
 
 
 def test_delete_needs_a_reason(client, operator, hdd):

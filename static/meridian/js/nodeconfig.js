@@ -39,8 +39,17 @@
     });
     within(id, ".nc-progress").forEach(function (bar) { renderBar(bar, p); });
     within(id, "[data-nc-delivery]").forEach(function (el) { el.hidden = p.delivery !== "pending"; });
-    within(id, '[data-nc-field="revision"]').forEach(function (el) { el.textContent = p.revision; });
+    within(id, '[data-nc-field="current_revision"]').forEach(function (el) { el.textContent = p.current_revision; });
+    within(id, '[data-nc-field="matched_nodes"]').forEach(function (el) { el.textContent = p.matched_nodes; });
     within(id, '[data-nc-field="hash"]').forEach(function (el) { el.textContent = p.hash; });
+    // The rollout controls follow the true state: Resume once paused (an auto-pause on
+    // failures arrives here), Pause while running, the form gone once complete.
+    var complete = p.rollout_state === "complete";
+    within(id, '[data-nc-when]').forEach(function (el) {
+      var when = el.dataset.ncWhen;
+      el.hidden = when === "complete" ? !complete : when === "incomplete" ? complete
+        : when === "paused" ? !p.paused : when === "running" ? !!p.paused : el.hidden;
+    });
     within(id, '[data-nc-field="message"]').forEach(function (el) { el.textContent = p.message || "—"; });
     within(id, '[data-nc-field="rollout_state"]').forEach(function (el) {
       el.textContent = stateLabels[p.rollout_state] || p.rollout_state;
