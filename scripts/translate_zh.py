@@ -952,6 +952,19 @@ GLOSSARY.update({
 
 # Node config journeys, keyboard shortcuts
 GLOSSARY.update({
+    "Keyboard shortcuts": "键盘快捷键",
+    "Shortcuts": "快捷键",
+    "They work anywhere but in a field you are typing in; Esc closes this help.": "在正在输入的字段之外随处可用；按 Esc 关闭此帮助。",
+    "Keys": "按键",
+    "Search this page's table": "搜索本页的表格",
+    "Go to the overview": "前往总览",
+    "Go to the fleet": "前往集群舰队",
+    "Go to node config": "前往节点配置",
+    "Go to quotas": "前往配额",
+    "Go to federation": "前往多集群联邦",
+    "Go to scheduling": "前往调度",
+    "Show this help": "显示此帮助",
+    "Close": "关闭",
 })
 
 
