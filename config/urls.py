@@ -40,6 +40,7 @@ urlpatterns = [
     path("quotas/", include("quotas.urls")),
     path("federation/", include("federation.urls")),
     path("scheduling/", include("scheduling.urls")),
+    path("administration/", include("console.administration.urls")),
     path("", include("console.urls")),
 ]
 

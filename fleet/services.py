@@ -21,7 +21,7 @@ from core.errors import Conflict, Refused
 from core.models import Job
 from kube.labels import validate_label_key, validate_label_value
 
-from .connectors.base import Connector, ConnectorError
+from .connectors.base import Connector, ConnectorError, ServerInfo
 from .models import Cluster, dns_label
 from .signals import cluster_cordoned
 from .simstore import spec_problems
@@ -64,13 +64,31 @@ def _kubernetes_connector(cluster: Cluster) -> Connector:
     return KubernetesConnector(config)
 
 
-def check_connection(cluster: Cluster) -> None:
-    """Reach the cluster once; raises ConnectorError saying why it cannot be reached."""
+def check_connection(cluster: Cluster) -> ServerInfo:
+    """Reach the cluster once and say what answered; raises ConnectorError saying why it cannot be reached."""
     connector = connector_for(cluster)
     try:
-        connector.server_info()
+        return connector.server_info()
     finally:
         connector.close()
+
+
+def try_connection(values: Mapping[str, Any]) -> ServerInfo:
+    """Reach a cluster not registered yet, from the values registering it would take (connector,
+    kubeconfig, connector_config), saving nothing: the admin page's "Test connection" and
+    ``register_cluster`` refuse an unreachable cluster with the same words."""
+    return reach(Cluster(name=values.get("name") or "", labels=values.get("labels") or {},
+                         connector=values.get("connector") or Cluster.ConnectorKind.KUBERNETES,
+                         connector_config=values.get("connector_config") or {}, credentials=values.get("kubeconfig") or ""))
+
+
+def reach(cluster: Cluster) -> ServerInfo:
+    """``check_connection`` with a failure as a refusal (400, ``connection``) saying why."""
+    try:
+        return check_connection(cluster)
+    except ConnectorError as exc:
+        raise Refused(f"connection_{exc.reason}", f"Cannot reach the cluster: {exc}",
+                      errors={"connection": [str(exc)]}) from exc
 
 
 TAINT_EFFECTS = {"NoSchedule", "PreferNoSchedule", "NoExecute"}
@@ -147,11 +165,7 @@ def register_cluster(values: Mapping[str, Any]) -> Cluster:
     fields = {k: v for k, v in values.items() if k in ("name", "display_name", "labels", "taints", "connector",
                                                         "connector_config")}
     cluster = Cluster(**fields, credentials=values.get("kubeconfig") or "")
-    try:
-        check_connection(cluster)
-    except ConnectorError as exc:
-        raise Refused(f"connection_{exc.reason}", f"Cannot reach the cluster: {exc}",
-                      errors={"connection": [str(exc)]}) from exc
+    reach(cluster)
     try:
         with transaction.atomic():
             cluster.save()

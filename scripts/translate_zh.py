@@ -937,6 +937,59 @@ GLOSSARY.update({
 
 # In-app administration (users, roles, tokens, cluster registration, config types)
 GLOSSARY.update({
+    "Administration": "管理", "Users and roles": "用户与角色", "API tokens": "API 令牌", "API token": "API 令牌",
+    "Clusters and their tokens": "集群及其令牌", "none (signed in, reads nothing)": "无（可登录，但不能读取任何数据）",
+    "User name": "用户名", "First name": "名", "Last name": "姓", "Email": "电子邮件",
+    "They can change it after signing in.": "用户登录后可自行修改。", "Role": "角色",
+    "viewer: reads everything; operator: also rolls out, rolls back and downgrades; admin: everything, users and clusters included.":
+        "viewer：可读取全部；operator：还可发布、回滚和降级；admin：全部权限，包括用户和集群。",
+    "Kept in the audit log.": "记录在审计日志中。", "Owner": "所有者",
+    "The token acts as this user, with their role.": "令牌以该用户的身份和角色行事。",
+    "What it is for, e.g. ci-pipeline.": "用途，例如 ci-pipeline。", "Read-only": "只读",
+    "A read-only token may only read (GET), whatever its owner's role.": "只读令牌只能读取（GET），与所有者的角色无关。",
+    "Valid for (days)": "有效期（天）", "A DNS label, e.g. bj-3; it cannot change later.": "DNS 标签，例如 bj-3；之后不可更改。",
+    "Display name": "显示名称", "Kubeconfig": "Kubeconfig",
+    "Encrypted at rest, never shown again and never in the audit log.": "加密存储，不再显示，也不会写入审计日志。",
+    "…or upload it": "…或上传文件", "Context": "上下文", "Empty: the kubeconfig's current context.": "留空：使用 kubeconfig 的当前上下文。",
+    "A kubeconfig is at most 1 MB.": "kubeconfig 最大 1 MB。",
+    "This file is not text (UTF-8): upload the kubeconfig itself.": "该文件不是文本（UTF-8）：请上传 kubeconfig 本身。",
+    "Paste the kubeconfig or upload it.": "请粘贴或上传 kubeconfig。", "Revoke this kind's other tokens": "吊销该类型的其他令牌",
+    "Rotate: the new token replaces every active one of its kind.": "轮换：新令牌取代该类型所有有效令牌。",
+    "User": "用户", "Active": "启用", "Last login": "上次登录", "Joined": "加入时间", "No users.": "没有用户。",
+    "deactivated": "已停用", "never": "从未", "Prefix": "前缀", "Issued": "签发时间", "Expires": "过期时间",
+    "Last used": "上次使用", "No API tokens.": "没有 API 令牌。", "read-write": "读写", "read-only": "只读", "Revoke": "吊销",
+    "Issued by": "签发人", "No tokens issued for this cluster yet.": "该集群尚未签发令牌。", "revoked": "已吊销",
+    "Agent tokens": "Agent 令牌", "Webhook tokens": "Webhook 令牌", "Registered": "注册时间",
+    "Created user %(user)s.": "已创建用户 %(user)s。", "%(user)s's role is now %(role)s.": "%(user)s 的角色现为 %(role)s。",
+    "Reactivated %(user)s.": "已重新启用 %(user)s。",
+    "Deactivated %(user)s: they can no longer sign in, and their API tokens are refused.":
+        "已停用 %(user)s：该用户无法再登录，其 API 令牌也将被拒绝。",
+    "Revoked %(owner)s's token %(prefix)s…; it is refused from now on.": "已吊销 %(owner)s 的令牌 %(prefix)s…；此后将被拒绝。",
+    "Registered %(cluster)s; its first sync is queued.": "已注册 %(cluster)s；首次同步已排队。",
+    "Revoked %(kind)s token %(prefix)s…; it is refused from now on.": "已吊销%(kind)s令牌 %(prefix)s…；此后将被拒绝。",
+    "That token was already revoked.": "该令牌此前已被吊销。", "Issue an API token": "签发 API 令牌", "Issue": "签发",
+    "Automation calls the REST API with a token: it acts as its owner, with the owner's role, and a read-only token only reads. Keys are shown once, when issued; here only their first characters.":
+        "自动化通过令牌调用 REST API：令牌以其所有者的身份和角色行事，只读令牌只能读取。密钥仅在签发时显示一次；此处只显示其前几个字符。",
+    "Issue a token": "签发令牌", "The cluster's fleet page": "该集群的集群页面", "Agent and webhook tokens": "Agent 与 Webhook 令牌",
+    "Node agents send an agent token to read their configuration; the cluster's API server sends a webhook token when it calls Meridian's admission webhooks. A token only reaches its own cluster.":
+        "节点 Agent 凭 Agent 令牌读取其配置；集群的 API server 调用 Meridian 的准入 Webhook 时发送 Webhook 令牌。令牌只能访问其所属集群。",
+    "Webhook configurations": "Webhook 配置", "Download YAML": "下载 YAML",
+    "%(names)s, and the API server's admission configuration and kubeconfig that send the webhook token (put the token in place of its placeholder). Without a CA bundle the API server trusts only its system roots: apply from the quotas or scheduling webhook page to add one.":
+        "%(names)s，以及让 API server 发送 Webhook 令牌的准入配置和 kubeconfig（请用令牌替换其中的占位符）。没有 CA 证书包时 API server 只信任系统根证书：请在配额或调度的 Webhook 页面应用以添加。",
+    "Register a cluster": "注册集群", "Connection OK.": "连接成功。",
+    "Kubernetes %(version)s answered, serving %(n)s resource type.": "Kubernetes %(version)s 已响应，提供 %(n)s 种资源类型。",
+    "Connection failed.": "连接失败。", "Test connection": "测试连接", "Register": "注册",
+    "Who may use Meridian and with which role, the tokens automation and member clusters use, and the registration of member clusters. Every change here is in the audit log.":
+        "谁可以使用 Meridian 及其角色、自动化和成员集群使用的令牌，以及成员集群的注册。此处的每项更改都记录在审计日志中。",
+    "active / all": "启用 / 全部", "unexpired": "未过期", "registered": "已注册", "Token issued": "令牌已签发",
+    "%(kind)s issued": "%(kind)s已签发", "Copy it now: it is shown only this once.": "请立即复制：它只显示这一次。",
+    "Meridian keeps only a hash of it. If it is lost, revoke it and issue another.": "Meridian 只保存其哈希值。若丢失，请吊销并重新签发。",
+    "Send it as": "发送方式", "Done": "完成", "superuser": "超级用户", "Change role": "更改角色", "Deactivate": "停用",
+    "Reactivate": "重新启用",
+    "A deactivated user cannot sign in, and their API tokens are refused; nothing is deleted.":
+        "停用的用户无法登录，其 API 令牌将被拒绝；不会删除任何内容。",
+    "They may sign in again, and their unexpired API tokens work again.": "该用户可再次登录，其未过期的 API 令牌恢复可用。",
+    "Issue a token for this user": "为该用户签发令牌", "New user": "新建用户", "Create user": "创建用户",
 })
 
 

@@ -1,0 +1,190 @@
+"""The Administration section's list tables (``core.tables``): users with their role, API
+tokens and cluster tokens (owner, prefix, scope, expiry, last use; a revoke button per live
+token), and member clusters with their live token counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_tables2 as tables
+from django.middleware.csrf import get_token
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from core.roles import ADMIN, ROLES
+from core.tables import BaseTable
+
+
+def _post_button(request: Any, url: str, label: str, *, confirm_id: str = "") -> str:
+    """A one-button form posting to ``url`` with the page's CSRF token."""
+    return format_html('<form method="post" action="{}" class="inline"><input type="hidden" name="csrfmiddlewaretoken" value="{}">'
+                       '<button type="submit" class="ghost" id="{}">{}</button></form>', url, get_token(request), confirm_id, label)
+
+
+def role_of(user: Any) -> str:
+    """The highest role among the user's (prefetched) groups; superusers are admins."""
+    if user.is_superuser:
+        return ADMIN
+    names = {group.name for group in user.groups.all()}
+    return next((role for role in reversed(ROLES) if role in names), "")
+
+
+class UserTable(BaseTable):
+    username = tables.Column(verbose_name=gettext_lazy("User"), linkify=("administration:user-detail", {"pk": tables.A("pk")}))
+    name = tables.Column(verbose_name=gettext_lazy("Name"), accessor="first_name", empty_values=())
+    email = tables.Column(verbose_name=gettext_lazy("Email"))
+    role = tables.Column(verbose_name=gettext_lazy("Role"), accessor="pk", orderable=False, empty_values=())
+    is_active = tables.Column(verbose_name=gettext_lazy("Active"))
+    last_login = tables.DateTimeColumn(verbose_name=gettext_lazy("Last login"), format="Y-m-d H:i")
+    date_joined = tables.DateTimeColumn(verbose_name=gettext_lazy("Joined"), format="Y-m-d")
+
+    search_fields = ("username", "email", "first_name", "last_name")
+    export_name = "meridian-users"
+
+    class Meta(BaseTable.Meta):
+        order_by = ("username",)
+        empty_text = gettext_lazy("No users.")
+        attrs = {"class": "table", "id": "user-table"}
+        row_attrs = {"id": lambda record: f"user-{record.username}"}
+
+    def render_name(self, record) -> str:
+        return " ".join(part for part in (record.first_name, record.last_name) if part) or "—"
+
+    def value_name(self, record) -> str:
+        return " ".join(part for part in (record.first_name, record.last_name) if part)
+
+    def render_role(self, record) -> str:
+        role = role_of(record)
+        return format_html('<span class="badge">{}</span>', role) if role else _("none")
+
+    def value_role(self, record) -> str:
+        return role_of(record)
+
+    def render_is_active(self, value: bool) -> str:
+        return _("yes") if value else format_html('<span class="badge failed">{}</span>', _("deactivated"))
+
+
+class TokenColumnsMixin:
+    """What every token table shows after its own columns: prefix, created, expiry, last use."""
+
+    def render_key_prefix(self, value: str) -> str:
+        return format_html("<code>{}…</code>", value)
+
+    def render_expires(self, value) -> str:
+        if value is None:
+            return _("never")
+        text = value.strftime("%Y-%m-%d %H:%M")
+        return format_html('<span class="badge failed">{} {}</span>', _("expired"), text) if value <= timezone.now() else text
+
+    def render_last_used(self, value) -> str:
+        return value.strftime("%Y-%m-%d %H:%M") if value else _("never")
+
+
+class APITokenTable(TokenColumnsMixin, BaseTable):
+    """Every user's API tokens; the revoke button for those who may (``core.delete_apitoken``)."""
+
+    user = tables.Column(verbose_name=gettext_lazy("Owner"), accessor="user__username",
+                         linkify=("administration:user-detail", {"pk": tables.A("user_id")}))
+    name = tables.Column(verbose_name=gettext_lazy("Name"))
+    key_prefix = tables.Column(verbose_name=gettext_lazy("Prefix"), orderable=False)
+    write_enabled = tables.Column(verbose_name=gettext_lazy("Scope"))
+    created = tables.DateTimeColumn(verbose_name=gettext_lazy("Issued"), format="Y-m-d H:i")
+    expires = tables.Column(verbose_name=gettext_lazy("Expires"))
+    last_used = tables.Column(verbose_name=gettext_lazy("Last used"), empty_values=())
+    revoke = tables.Column(verbose_name=gettext_lazy("Actions"), accessor="pk", orderable=False, exclude_from_export=True)
+
+    search_fields = ("user__username", "name", "key_prefix")
+    export_name = "meridian-api-tokens"
+
+    class Meta(BaseTable.Meta):
+        order_by = ("-created",)
+        empty_text = gettext_lazy("No API tokens.")
+        attrs = {"class": "table", "id": "apitoken-table"}
+        row_attrs = {"id": lambda record: f"apitoken-{record.pk}"}
+
+    def __init__(self, *args: Any, page_request: Any, may_revoke: bool, **kwargs: Any) -> None:
+        self.page_request = page_request
+        super().__init__(*args, exclude=() if may_revoke else ("revoke",), **kwargs)
+
+    def render_write_enabled(self, value: bool) -> str:
+        return _("read-write") if value else _("read-only")
+
+    def value_write_enabled(self, value: bool) -> str:
+        return "read-write" if value else "read-only"
+
+    def render_revoke(self, record) -> str:
+        return _post_button(self.page_request, reverse("administration:apitoken-revoke", args=[record.pk]), _("Revoke"),
+                            confirm_id=f"revoke-apitoken-{record.pk}")
+
+
+class ClusterTokenTable(TokenColumnsMixin, BaseTable):
+    """One cluster's agent and webhook tokens, revoked ones kept (with when) for the record."""
+
+    kind = tables.Column(verbose_name=gettext_lazy("Kind"))
+    name = tables.Column(verbose_name=gettext_lazy("Name"))
+    key_prefix = tables.Column(verbose_name=gettext_lazy("Prefix"), orderable=False)
+    created_by = tables.Column(verbose_name=gettext_lazy("Issued by"))
+    created = tables.DateTimeColumn(verbose_name=gettext_lazy("Issued"), format="Y-m-d H:i")
+    expires = tables.Column(verbose_name=gettext_lazy("Expires"))
+    last_used = tables.Column(verbose_name=gettext_lazy("Last used"), empty_values=())
+    revoked = tables.Column(verbose_name=gettext_lazy("State"), empty_values=())
+    revoke = tables.Column(verbose_name=gettext_lazy("Actions"), accessor="pk", orderable=False, exclude_from_export=True,
+                           empty_values=())
+
+    search_fields = ("kind", "name", "key_prefix", "created_by")
+    export_name = "meridian-cluster-tokens"
+
+    class Meta(BaseTable.Meta):
+        order_by = ("-created",)
+        empty_text = gettext_lazy("No tokens issued for this cluster yet.")
+        attrs = {"class": "table", "id": "clustertoken-table"}
+        row_attrs = {"id": lambda record: f"clustertoken-{record.pk}"}
+
+    def __init__(self, *args: Any, page_request: Any, may_revoke: bool, **kwargs: Any) -> None:
+        self.page_request = page_request
+        super().__init__(*args, exclude=() if may_revoke else ("revoke",), **kwargs)
+
+    def render_kind(self, record) -> str:
+        return record.get_kind_display()
+
+    def render_revoked(self, record) -> str:
+        if record.revoked:
+            return format_html('<span class="badge failed">{} {}</span>', _("revoked"), record.revoked.strftime("%Y-%m-%d %H:%M"))
+        return format_html('<span class="badge succeeded">{}</span>', _("active"))
+
+    def value_revoked(self, record) -> str:
+        return record.revoked.isoformat() if record.revoked else ""
+
+    def render_revoke(self, record) -> str:
+        if record.revoked:
+            return "—"
+        url = reverse("administration:clustertoken-revoke", args=[record.cluster.name, record.pk])
+        return _post_button(self.page_request, url, _("Revoke"), confirm_id=f"revoke-clustertoken-{record.pk}")
+
+
+class AdminClusterTable(BaseTable):
+    """Member clusters with their connection state and live token counts (annotations)."""
+
+    name = tables.Column(verbose_name=gettext_lazy("Cluster"), linkify=("administration:cluster-detail", {"name": tables.A("name")}))
+    connector = tables.Column(verbose_name=gettext_lazy("Connector"))
+    ready = tables.Column(verbose_name=gettext_lazy("Status"))
+    kubernetes_version = tables.Column(verbose_name=gettext_lazy("Kubernetes"))
+    agent_tokens = tables.Column(verbose_name=gettext_lazy("Agent tokens"))
+    webhook_tokens = tables.Column(verbose_name=gettext_lazy("Webhook tokens"))
+    created = tables.DateTimeColumn(verbose_name=gettext_lazy("Registered"), format="Y-m-d H:i")
+
+    search_fields = ("name", "display_name")
+    export_name = "meridian-cluster-registrations"
+
+    class Meta(BaseTable.Meta):
+        order_by = ("name",)
+        empty_text = gettext_lazy("No clusters registered yet.")
+        attrs = {"class": "table", "id": "admin-cluster-table"}
+
+    def render_ready(self, value: bool) -> str:
+        if value:
+            return format_html('<span class="badge succeeded">{}</span>', _("Ready"))
+        return format_html('<span class="badge failed">{}</span>', _("Not ready"))
