@@ -959,7 +959,7 @@ GLOSSARY.update({
     "deactivated": "已停用", "never": "从未", "Prefix": "前缀", "Issued": "签发时间", "Expires": "过期时间",
     "Last used": "上次使用", "No API tokens.": "没有 API 令牌。", "read-write": "读写", "read-only": "只读", "Revoke": "吊销",
     "Issued by": "签发人", "No tokens issued for this cluster yet.": "该集群尚未签发令牌。", "revoked": "已吊销",
-    "Agent tokens": "Agent 令牌", "Webhook tokens": "Webhook 令牌", "Registered": "注册时间",
+    "Agent tokens": "节点代理令牌", "Webhook tokens": "Webhook 令牌", "Registered": "注册时间",
     "Created user %(user)s.": "已创建用户 %(user)s。", "%(user)s's role is now %(role)s.": "%(user)s 的角色现为 %(role)s。",
     "Reactivated %(user)s.": "已重新启用 %(user)s。",
     "Deactivated %(user)s: they can no longer sign in, and their API tokens are refused.":
@@ -970,7 +970,7 @@ GLOSSARY.update({
     "That token was already revoked.": "该令牌此前已被吊销。", "Issue an API token": "签发 API 令牌", "Issue": "签发",
     "Automation calls the REST API with a token: it acts as its owner, with the owner's role, and a read-only token only reads. Keys are shown once, when issued; here only their first characters.":
         "自动化通过令牌调用 REST API：令牌以其所有者的身份和角色行事，只读令牌只能读取。密钥仅在签发时显示一次；此处只显示其前几个字符。",
-    "Issue a token": "签发令牌", "The cluster's fleet page": "该集群的集群页面", "Agent and webhook tokens": "Agent 与 Webhook 令牌",
+    "Issue a token": "签发令牌", "The cluster's fleet page": "该集群的集群页面", "Agent and webhook tokens": "节点代理与 Webhook 令牌",
     "Node agents send an agent token to read their configuration; the cluster's API server sends a webhook token when it calls Meridian's admission webhooks. A token only reaches its own cluster.":
         "节点 Agent 凭 Agent 令牌读取其配置；集群的 API server 调用 Meridian 的准入 Webhook 时发送 Webhook 令牌。令牌只能访问其所属集群。",
     "Webhook configurations": "Webhook 配置", "Download YAML": "下载 YAML",

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.browser
 #: Words the zh-Hans text keeps as they are (the glossary's technical tokens).
 TECHNICAL = {
     "Meridian", "English", "Kubernetes", "Katalyst", "KubeAdmiral", "Pod", "Pods", "Hash", "Spec", "Schema", "Webhook",
-    "Cash", "Profile", "GiB",
+    "Cash", "Profile", "GiB", "Kubeconfig",
     # field, resource and plugin names shown as labels (upstream's own spelling)
     "cpu", "memory", "limits", "requests", "cpuset", "alloc", "exclude", "reserve", "shares", "quota", "spec",
     "nsc", "psc", "scb",
