@@ -21,15 +21,16 @@ import time
 
 import httpx
 import pytest
+import yaml
 
 from fleet.models import Cluster
 from fleet.tokens import issue_token as issue_cluster_token
 from tests.certificates import CA_PEM
-from tests.kubeapi import ApiServer, registration, serve
+from tests.kubeapi import ApiServer, kubeconfig, registration, serve
 from tests.nodeconfig.conftest import admin_qos, clean_agent_cache, fleet, type_key  # noqa: F401 (fixtures)
+from tests.quotas.conftest import review
 from tests.workers import shard_worker
 
-from .conftest import wait_js  # noqa: F401
 from .test_console_live import log_in
 
 pytestmark = pytest.mark.browser
@@ -200,3 +201,61 @@ def test_journey_6_automation_with_tokens_issued_in_the_console(page, asgi_serve
     assert httpx.get(f"{base}/api/v1/auth/me/", headers={"Authorization": f"Token {bootstrap_key}"}).status_code == 200
     for agent in agents.values():
         agent.close()
+
+
+def test_an_admin_registers_a_cluster_from_a_kubeconfig_in_the_console(page, asgi_server, admin_user, purge_shard_queues,
+                                                                       settings):
+    """Paste a kubeconfig, test the connection (the emulator answers with its version; a wrong
+    token is refused, readably), register, issue the agent and webhook tokens (each read once)
+    and download the webhook configurations."""
+    settings.MERIDIAN_PUBLIC_URL = PUBLIC_URL
+    base = asgi_server
+    emulated = ApiServer(token="console-cluster-admin", version="v1.31.4")
+    with serve(emulated) as cluster_url:
+        log_in(page, base, admin_user.username)
+        page.goto(f"{base}/administration/clusters/")
+        page.click("#cluster-register-link")
+        page.fill("#id_name", "sz-2")
+        page.fill("#id_kubeconfig", kubeconfig(cluster_url, "a-stale-token"))
+        page.click("#test-connection")
+        result = page.locator("#connection-result")
+        assert result.get_attribute("data-ok") == "false" and "Cannot reach the cluster" in result.inner_text()
+        assert page.input_value("#id_name") == "sz-2", "what was typed stays"
+
+        page.fill("#id_kubeconfig", kubeconfig(cluster_url, "console-cluster-admin"))
+        page.click("#test-connection")
+        assert page.locator("#connection-result").get_attribute("data-ok") == "true"
+        assert "Kubernetes v1.31.4 answered" in page.locator("#connection-result").inner_text()
+        assert not Cluster.objects.filter(name="sz-2").exists(), "testing saves nothing"
+        page.click("#register-cluster")
+        page.wait_for_url(f"{base}/administration/clusters/sz-2/")
+        assert Cluster.objects.get(name="sz-2").kubernetes_version in ("", "v1.31.4")
+
+        keys = {}
+        for kind, prefix in (("agent", "mag_"), ("webhook", "mwh_")):
+            page.select_option("#id_token-kind", kind)
+            page.fill("#id_token-name", f"bootstrap-{kind}")
+            page.click("#clustertoken-form button[type=submit]")
+            keys[kind] = page.locator("#issued-token").inner_text().strip()
+            assert keys[kind].startswith(prefix)
+            page.click("#token-done")
+            page.wait_for_url(f"{base}/administration/clusters/sz-2/")
+            assert keys[kind] not in page.content()
+        rows = page.locator("#clustertoken-table tbody tr")
+        assert rows.count() == 2 and "active" in rows.first.inner_text()
+
+        assert "meridian-quotas" in page.locator("#webhook-yaml").inner_text()
+        with page.expect_download() as download_info:
+            page.click("#webhook-download")
+        documents = list(yaml.safe_load_all(open(download_info.value.path()).read()))
+        assert [d["kind"] for d in documents] == ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
+                                                  "AdmissionConfiguration", "Config"]
+        assert documents[0]["webhooks"][0]["clientConfig"]["url"].startswith(PUBLIC_URL)
+
+        deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+                      "spec": {"replicas": 1}}
+        webhook = httpx.post(f"{base}/api/admission/v1/quotas/validate", headers={"Authorization": f"Bearer {keys['webhook']}"},
+                             json=review(deployment))
+        assert httpx.post(f"{base}/api/admission/v1/quotas/validate", headers={"Authorization": f"Bearer {keys['agent']}"},
+                          json=review(deployment)).status_code == 401, "an agent token is no webhook token"
+        assert webhook.status_code == 200 and webhook.json()["response"]["allowed"] is True, "the webhook token is the cluster's"
