@@ -990,6 +990,19 @@ GLOSSARY.update({
         "停用的用户无法登录，其 API 令牌将被拒绝；不会删除任何内容。",
     "They may sign in again, and their unexpired API tokens work again.": "该用户可再次登录，其未过期的 API 令牌恢复可用。",
     "Issue a token for this user": "为该用户签发令牌", "New user": "新建用户", "Create user": "创建用户",
+    "Invalid JSON at line %(line)s, column %(column)s: %(error)s": "JSON 第 %(line)s 行第 %(column)s 列无效：%(error)s",
+    "Must be a JSON object.": "必须是 JSON 对象。", "Must be a JSON list.": "必须是 JSON 列表。",
+    "e.g. AdminQoSConfiguration; it cannot change later.": "例如 AdminQoSConfiguration；之后不可更改。",
+    "API group": "API 组", "The plural resource name, e.g. adminqosconfigurations.": "资源名称的复数形式，例如 adminqosconfigurations。",
+    'JSON: [{"priority": 0, "keyList": ["pool"]}, …]; the cluster key is always allowed.':
+        '格式为 JSON：[{"priority": 0, "keyList": ["pool"]}, …]；cluster 键始终允许。',
+    "JSON schema of the config": "配置的 JSON Schema", "Draft 2020-12; empty: any object.": "Draft 2020-12；留空：任意对象。",
+    "What an agent gets without a target; it must satisfy the schema.": "未匹配目标时 Agent 获取的配置；必须符合 Schema。",
+    "Saved config type %(name)s.": "已保存配置类型 %(name)s。", "Registered config type %(name)s.": "已注册配置类型 %(name)s。",
+    "New config type": "新建配置类型",
+    "Each node config type is data: its resource, the selector keys its targets may use per priority, the JSON schema every target's config must satisfy, and the default body.":
+        "每种节点配置类型都是数据：其资源、各优先级下目标可使用的选择器键、每个目标配置必须符合的 JSON Schema，以及默认配置。",
+    "node config types": "节点配置类型",
 })
 
 

@@ -7,6 +7,8 @@ with the issued keys, the emulator over HTTP for the connection."""
 
 from __future__ import annotations
 
+import html
+import json
 import re
 
 import pytest
@@ -329,3 +331,52 @@ def test_admin_role_groups_stay_exact(admin_user):
     """The section leans on ``auth.view_user`` being the admin role's alone."""
     assert not Group.objects.get(name=OPERATOR).permissions.filter(content_type__app_label="auth").exists()
     assert Group.objects.get(name=ADMIN).permissions.filter(codename="view_user").exists()
+
+
+# ---------------------------------------------------------------------------------- config types
+
+SCHEMA = {"type": "object", "properties": {"threshold": {"type": "integer", "minimum": 0}}, "additionalProperties": False}
+
+
+def test_registering_and_editing_a_config_type_with_its_schema(admin_user):
+    from nodeconfig.models import ConfigType
+
+    client = csrf_client(admin_user)
+    response = post(client, "/administration/config-types/new/", {
+        "name": "DiskIOConfiguration", "group": "config.katalyst.kubewharf.io", "version": "v1alpha1", "resource": "diskioconfigurations",
+        "allowed_keys": '[{"priority": 0, "keyList": ["pool"]}]', "schema": json.dumps(SCHEMA), "default_config": '{"threshold": 3}'})
+    assert response.status_code == 302, errors_of(response)
+    kind = ConfigType.objects.get(name="DiskIOConfiguration")
+    assert kind.schema == SCHEMA and kind.default_config == {"threshold": 3} and kind.allowed_keys[0]["keyList"] == ["pool"]
+    assert ObjectChange.objects.filter(action="create", object_repr="DiskIOConfiguration").exists()
+    listed = client.get("/administration/config-types/").content.decode()
+    assert 'id="configtype-DiskIOConfiguration"' in listed
+
+    edit = client.get("/administration/config-types/DiskIOConfiguration/").content.decode()
+    etag = html.unescape(re.search(r'name="etag" value="([^"]+)"', edit).group(1))
+    fields = {"group": kind.group, "version": kind.version, "resource": kind.resource, "schema": json.dumps(SCHEMA),
+              "allowed_keys": "[]", "etag": etag}
+    bad = post(client, "/administration/config-types/DiskIOConfiguration/", fields | {"default_config": '{"threshold": -1}'})
+    assert bad.status_code == 200 and "Does not satisfy the schema" in errors_of(bad)
+    broken = post(client, "/administration/config-types/DiskIOConfiguration/", fields | {"schema": '{"type": "object",'})
+    assert "Invalid JSON at line 1" in errors_of(broken)
+    wrong = post(client, "/administration/config-types/DiskIOConfiguration/", fields | {"schema": '{"type": "nonsense"}'})
+    assert "Not a valid JSON schema" in errors_of(wrong)
+    kind.refresh_from_db()
+    assert kind.default_config == {"threshold": 3} and kind.allowed_keys, "refusals changed nothing"
+
+    good = post(client, "/administration/config-types/DiskIOConfiguration/", fields | {"default_config": '{"threshold": 5}'})
+    assert good.status_code == 302
+    kind.refresh_from_db()
+    assert kind.default_config == {"threshold": 5} and kind.allowed_keys == []
+    stale = post(client, "/administration/config-types/DiskIOConfiguration/", fields | {"default_config": '{"threshold": 7}'})
+    assert stale.status_code == 200 and "changed since" in stale.content.decode()
+    kind.refresh_from_db()
+    assert kind.default_config == {"threshold": 5}, "a save made on a stale read is refused"
+    assert ObjectChange.objects.filter(action="update", object_repr="DiskIOConfiguration").count() == 1
+
+
+def test_operators_cannot_reach_config_types_here(operator):
+    client = csrf_client(operator)
+    assert client.get("/administration/config-types/").status_code == 403
+    assert post(client, "/administration/config-types/new/", {"name": "X"}).status_code == 403

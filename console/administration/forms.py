@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -10,7 +11,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils.translation import gettext_lazy as _
 
-from core.forms import BlockFieldsForm
+from core.forms import BlockFieldsForm, VersionField
 from core.roles import ROLES
 from fleet.models import ClusterToken
 
@@ -104,3 +105,70 @@ class WebhookURLForm(BlockFieldsForm):
     base_url = forms.CharField(required=False, max_length=2000, label=_("Meridian's URL"),
                                widget=forms.URLInput(attrs={"size": 50, "placeholder": "https://meridian.your-company.net"}),
                                help_text=_("As the cluster's API server reaches it (https). Empty: MERIDIAN_PUBLIC_URL."))
+
+
+def parse_json(text: str, *, kind: type, empty: Any) -> Any:
+    """JSON typed into a text area: ``empty`` when blank; the line and column of a syntax error;
+    refused when it is not a ``kind`` (an object, a list)."""
+    text = (text or "").strip()
+    if not text:
+        return empty
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise forms.ValidationError(_("Invalid JSON at line %(line)s, column %(column)s: %(error)s"),
+                                    params={"line": exc.lineno, "column": exc.colno, "error": exc.msg}) from exc
+    if not isinstance(value, kind):
+        raise forms.ValidationError(_("Must be a JSON object.") if kind is dict else _("Must be a JSON list."))
+    return value
+
+
+def json_text(value: Any) -> str:
+    return "" if value in (None, {}, []) else json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+class ConfigTypeForm(BlockFieldsForm):
+    """A node config type (upstream KCC's KatalystCustomConfig) as data: its GVR, the selector
+    keys allowed per priority, the JSON schema of a target's config and the default body;
+    ``nodeconfig.services.save_config_type`` checks the schema and that the default satisfies it."""
+
+    name = forms.CharField(max_length=63, label=_("Kind"), help_text=_("e.g. AdminQoSConfiguration; it cannot change later."))
+    group = forms.CharField(max_length=253, initial="config.katalyst.kubewharf.io", label=_("API group"))
+    version = forms.CharField(max_length=63, initial="v1alpha1", label=_("API version"))
+    resource = forms.CharField(max_length=63, label=_("Resource"), help_text=_("The plural resource name, e.g. adminqosconfigurations."))
+    description = forms.CharField(required=False, max_length=2000, label=_("Description"),
+                                  widget=forms.Textarea(attrs={"rows": 2}))
+    allowed_keys = forms.CharField(required=False, max_length=100_000, label=_("Allowed selector keys"),
+                                   widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "class": "code"}),
+                                   help_text=_('JSON: [{"priority": 0, "keyList": ["pool"]}, …]; the cluster key is always allowed.'))
+    schema = forms.CharField(required=False, max_length=500_000, label=_("JSON schema of the config"),
+                             widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false", "class": "code"}),
+                             help_text=_("Draft 2020-12; empty: any object."))
+    default_config = forms.CharField(required=False, max_length=500_000, label=_("Default config"),
+                                     widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false", "class": "code"}),
+                                     help_text=_("What an agent gets without a target; it must satisfy the schema."))
+    etag = VersionField()
+
+    def __init__(self, *args: Any, instance: Any = None, **kwargs: Any) -> None:
+        if instance is not None:
+            kwargs["initial"] = {"name": instance.name, "group": instance.group, "version": instance.version,
+                                 "resource": instance.resource, "description": instance.description,
+                                 "allowed_keys": json_text(instance.allowed_keys), "schema": json_text(instance.schema),
+                                 "default_config": json_text(instance.default_config)} | (kwargs.get("initial") or {})
+        super().__init__(*args, **kwargs)
+        if instance is not None:
+            self.fields["name"].disabled = True  # a type's kind is its identity
+
+    def clean_allowed_keys(self) -> list:
+        return parse_json(self.cleaned_data.get("allowed_keys", ""), kind=list, empty=[])
+
+    def clean_schema(self) -> dict | None:
+        return parse_json(self.cleaned_data.get("schema", ""), kind=dict, empty=None)
+
+    def clean_default_config(self) -> dict:
+        return parse_json(self.cleaned_data.get("default_config", ""), kind=dict, empty={})
+
+    def values(self) -> dict[str, Any]:
+        """What ``nodeconfig.services.save_config_type`` takes."""
+        fields = ("name", "group", "version", "resource", "description", "allowed_keys", "schema", "default_config")
+        return {field: self.cleaned_data[field] for field in fields if not self.fields[field].disabled}

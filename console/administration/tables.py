@@ -188,3 +188,34 @@ class AdminClusterTable(BaseTable):
         if value:
             return format_html('<span class="badge succeeded">{}</span>', _("Ready"))
         return format_html('<span class="badge failed">{}</span>', _("Not ready"))
+
+
+class AdminConfigTypeTable(BaseTable):
+    """Node config types, each linking to its edit page; ``target_count`` is annotated."""
+
+    name = tables.Column(verbose_name=gettext_lazy("Kind"), linkify=("administration:configtype-edit", {"name": tables.A("name")}))
+    gvr = tables.Column(verbose_name=gettext_lazy("GVR"), accessor="resource", orderable=False)
+    schema = tables.Column(verbose_name=gettext_lazy("Schema"), orderable=False, empty_values=())
+    target_count = tables.Column(verbose_name=gettext_lazy("Targets"))
+    updated = tables.DateTimeColumn(verbose_name=gettext_lazy("Updated"), format="Y-m-d H:i")
+
+    search_fields = ("name", "description", "resource", "group")
+    export_name = "meridian-config-types"
+
+    class Meta(BaseTable.Meta):
+        order_by = ("name",)
+        empty_text = gettext_lazy("No config types are registered yet.")
+        attrs = {"class": "table", "id": "admin-configtype-table"}
+        row_attrs = {"id": lambda record: f"configtype-{record.name}"}
+
+    def render_gvr(self, record) -> str:
+        return format_html("<code>{}</code>", record.gvr)
+
+    def value_gvr(self, record) -> str:
+        return record.gvr
+
+    def render_schema(self, record) -> str:
+        return _("yes") if record.schema else _("none")
+
+    def value_schema(self, record) -> str:
+        return "yes" if record.schema else ""

@@ -19,4 +19,7 @@ urlpatterns = [
     path("clusters/<str:name>/tokens/", views.ClusterTokenIssueView.as_view(), name="clustertoken-issue"),
     path("clusters/<str:name>/tokens/<int:pk>/revoke/", views.ClusterTokenRevokeView.as_view(), name="clustertoken-revoke"),
     path("clusters/<str:name>/webhooks.yaml", views.WebhookDownloadView.as_view(), name="cluster-webhooks"),
+    path("config-types/", views.ConfigTypeListView.as_view(), name="configtype-list"),
+    path("config-types/new/", views.ConfigTypeFormView.as_view(), name="configtype-create"),
+    path("config-types/<str:name>/", views.ConfigTypeFormView.as_view(), name="configtype-edit"),
 ]

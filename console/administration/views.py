@@ -27,11 +27,12 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
+from django.utils.functional import cached_property
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.generic import FormView, TemplateView
 
-from core import users
+from core import concurrency, users
 from core.errors import Refused
 from core.forms import add_refusal
 from core.models import APIToken
@@ -44,6 +45,8 @@ from fleet import tokens as cluster_tokens
 from fleet import webhooks
 from fleet.models import Cluster, ClusterToken
 from kube.manifests import dump_documents
+from nodeconfig import services as nodeconfig_services
+from nodeconfig.models import ConfigType
 from quotas.webhook import CONFIGURATION as QUOTAS_WEBHOOK
 from scheduling.webhook import CONFIGURATION as SCHEDULING_WEBHOOK
 
@@ -51,12 +54,13 @@ from .forms import (
     APITokenIssueForm,
     ClusterRegisterForm,
     ClusterTokenIssueForm,
+    ConfigTypeForm,
     UserActiveForm,
     UserCreateForm,
     UserRoleForm,
     WebhookURLForm,
 )
-from .tables import AdminClusterTable, APITokenTable, ClusterTokenTable, UserTable, role_of
+from .tables import AdminClusterTable, AdminConfigTypeTable, APITokenTable, ClusterTokenTable, UserTable, role_of
 
 User = get_user_model()
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -97,6 +101,7 @@ class AdminIndexView(AdminMixin, TemplateView):
         return super().get_context_data(**kwargs) | {
             "user_count": User.objects.count(), "active_user_count": User.objects.filter(is_active=True).count(),
             "token_count": APIToken.objects.active().count(), "cluster_count": Cluster.objects.count(),
+            "configtype_count": ConfigType.objects.count(),
         }
 
 
@@ -365,3 +370,59 @@ class WebhookDownloadView(AdminMixin, TemplateView):
         response = HttpResponse(dump_documents(documents), content_type="application/yaml; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="meridian-webhooks-{cluster.name}.yaml"'
         return response
+
+
+# ---------------------------------------------------------------------------------- config types
+
+class ConfigTypeListView(AdminMixin, TableMixin, TemplateView):
+    model = ConfigType
+    template_name = "console/administration/configtype_list.html"
+    table_class = AdminConfigTypeTable
+
+    def get_table_queryset(self):
+        return ConfigType.objects.annotate(target_count=Count("targets", filter=Q(targets__deleted=False)))
+
+    def get_context_data(self, **kwargs):
+        return super().get_context_data(**kwargs) | {"may_add": self.can("add")}
+
+
+class ConfigTypeFormView(AdminMixin, FormView):
+    """Register a node config type, or change one (``name`` given); the service checks the
+    JSON schema and the default body against it and revalidates the type's targets. The
+    form's ``etag`` holds the type as it was read: a save after someone else's is refused."""
+
+    model = ConfigType
+    template_name = "console/administration/configtype_form.html"
+    form_class = ConfigTypeForm
+
+    @property
+    def action(self) -> str:  # type: ignore[override]
+        return "change" if "name" in self.kwargs else "add"
+
+    @cached_property
+    def instance(self) -> ConfigType | None:
+        """The type being changed (looked up after the permission check), None for a new one."""
+        return get_object_or_404(ConfigType, name=self.kwargs["name"]) if "name" in self.kwargs else None
+
+    def get_form_kwargs(self):
+        kwargs = super().get_form_kwargs() | {"instance": self.instance}
+        if self.instance is not None:
+            kwargs["initial"] = {"etag": concurrency.etag(self.instance)}
+        return kwargs
+
+    def form_valid(self, form):
+        try:
+            if self.instance is None:
+                saved = nodeconfig_services.save_config_type(form.values())
+            else:
+                with concurrency.expecting(self.instance, form.cleaned_data.get("etag") or None):
+                    saved = nodeconfig_services.save_config_type(form.values(), instance=self.instance)
+        except Refused as exc:
+            add_refusal(form, exc)
+            return self.form_invalid(form)
+        messages.success(self.request, (_("Saved config type %(name)s.") if self.instance else
+                                        _("Registered config type %(name)s.")) % {"name": saved.name})
+        return redirect("administration:configtype-list")
+
+    def get_context_data(self, **kwargs):
+        return super().get_context_data(**kwargs) | {"config_type": self.instance}
