@@ -1003,6 +1003,11 @@ GLOSSARY.update({
     "Each node config type is data: its resource, the selector keys its targets may use per priority, the JSON schema every target's config must satisfy, and the default body.":
         "每种节点配置类型都是数据：其资源、各优先级下目标可使用的选择器键、每个目标配置必须符合的 JSON Schema，以及默认配置。",
     "node config types": "节点配置类型",
+    "Quota group": "配额组", "Quota owners": "配额负责人", "Quota groups owned": "负责的配额组",
+    "No quota group has owners: only operators and admins manage the tree.": "没有配额组设置负责人：只有 operator 和 admin 管理配额树。",
+    "A quota group's owners manage its subtree and nothing above it: they create child groups, and resize, move quota between, roll back or delete the groups below it. Owners are set on the group's page.":
+        "配额组的负责人管理其子树，不能管理其上级：他们可以创建子组，并对其下的组调整大小、相互划转配额、回滚或删除。负责人在配额组页面上设置。",
+    "None: owners manage a quota subtree; set them on the group's page.": "无：负责人管理一棵配额子树；请在配额组页面上设置。",
 })
 
 

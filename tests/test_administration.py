@@ -380,3 +380,21 @@ def test_operators_cannot_reach_config_types_here(operator):
     client = csrf_client(operator)
     assert client.get("/administration/config-types/").status_code == 403
     assert post(client, "/administration/config-types/new/", {"name": "X"}).status_code == 403
+
+
+def test_quota_owners_list_who_manages_which_subtree(admin_user, viewer, operator):
+    from quotas.models import QuotaGroup
+
+    root = QuotaGroup.objects.create(name="vision", path="/vision/", hard={"limits.cpu": "10"})
+    detection = QuotaGroup.objects.create(name="detection", parent=root, path="/vision/detection/", depth=1, hard={"limits.cpu": "5"})
+    QuotaGroup.objects.create(name="ocr", parent=root, path="/vision/ocr/", depth=1, hard={"limits.cpu": "5"})
+    detection.owners.add(viewer, operator)
+    client = csrf_client(admin_user)
+    page = client.get("/administration/quota-owners/").content.decode()
+    row = re.search(r'<tr[^>]*id="quota-owners-detection".*?</tr>', page, re.S).group(0)
+    assert viewer.username in row and operator.username in row and f'href="{detection.get_absolute_url()}"' in row
+    assert 'id="quota-owners-ocr"' not in page and 'id="quota-owners-vision"' not in page, "only groups with owners"
+    assert client.get(f"/administration/quota-owners/?q={viewer.username}").content.decode().count('id="quota-owners-') == 1
+    user_page = client.get(f"/administration/users/{viewer.pk}/").content.decode()
+    assert re.search(r'id="user-owned-groups"><a href="[^"]+">detection</a>', user_page)
+    assert csrf_client(viewer).get("/administration/quota-owners/").status_code == 403

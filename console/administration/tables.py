@@ -10,7 +10,7 @@ import django_tables2 as tables
 from django.middleware.csrf import get_token
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -219,3 +219,31 @@ class AdminConfigTypeTable(BaseTable):
 
     def value_schema(self, record) -> str:
         return "yes" if record.schema else ""
+
+
+class QuotaOwnerTable(BaseTable):
+    """Quota groups that have owners: who manages which subtree (``quotas.delegation``). The
+    owners are changed on the group's own page, where the tree's rules are checked."""
+
+    name = tables.Column(verbose_name=gettext_lazy("Quota group"), linkify=lambda record: record.get_absolute_url())
+    path = tables.Column(verbose_name=gettext_lazy("Path"))
+    owners = tables.Column(verbose_name=gettext_lazy("Owners"), accessor="pk", orderable=False, empty_values=())
+
+    search_fields = ("name", "path", "owners__username")
+    export_name = "meridian-quota-owners"
+
+    class Meta(BaseTable.Meta):
+        order_by = ("path",)
+        empty_text = gettext_lazy("No quota group has owners: only operators and admins manage the tree.")
+        attrs = {"class": "table", "id": "quota-owner-table"}
+        row_attrs = {"id": lambda record: f"quota-owners-{record.name}"}
+
+    def render_path(self, value: str) -> str:
+        return format_html("<code>{}</code>", value)
+
+    def render_owners(self, record) -> str:
+        owners = [(reverse("administration:user-detail", args=[u.pk]), u.get_username()) for u in record.owners.all()]
+        return format_html_join(", ", '<a href="{}">{}</a>', owners) if owners else "—"
+
+    def value_owners(self, record) -> str:
+        return " ".join(u.get_username() for u in record.owners.all())

@@ -22,4 +22,5 @@ urlpatterns = [
     path("config-types/", views.ConfigTypeListView.as_view(), name="configtype-list"),
     path("config-types/new/", views.ConfigTypeFormView.as_view(), name="configtype-create"),
     path("config-types/<str:name>/", views.ConfigTypeFormView.as_view(), name="configtype-edit"),
+    path("quota-owners/", views.QuotaOwnerListView.as_view(), name="quota-owners"),
 ]

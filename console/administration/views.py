@@ -47,6 +47,7 @@ from fleet.models import Cluster, ClusterToken
 from kube.manifests import dump_documents
 from nodeconfig import services as nodeconfig_services
 from nodeconfig.models import ConfigType
+from quotas.models import QuotaGroup
 from quotas.webhook import CONFIGURATION as QUOTAS_WEBHOOK
 from scheduling.webhook import CONFIGURATION as SCHEDULING_WEBHOOK
 
@@ -60,7 +61,15 @@ from .forms import (
     UserRoleForm,
     WebhookURLForm,
 )
-from .tables import AdminClusterTable, AdminConfigTypeTable, APITokenTable, ClusterTokenTable, UserTable, role_of
+from .tables import (
+    AdminClusterTable,
+    AdminConfigTypeTable,
+    APITokenTable,
+    ClusterTokenTable,
+    QuotaOwnerTable,
+    UserTable,
+    role_of,
+)
 
 User = get_user_model()
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -148,6 +157,7 @@ class UserDetailView(AdminMixin, TemplateView):
                             page_request=self.request, may_revoke=may(self.request.user, "delete", APIToken))
         paginate(self.request, table)
         context.update(person=person, role=role, table=table, may_change=self.can("change"),
+                       owned_groups=list(person.owned_quota_groups.order_by("path")),
                        may_issue=may(self.request.user, "add", APIToken))
         context.setdefault("role_form", UserRoleForm(prefix="role", initial={"role": role}))
         context.setdefault("active_form", UserActiveForm(prefix="active", initial={"active": "0" if person.is_active else "1"}))
@@ -426,3 +436,18 @@ class ConfigTypeFormView(AdminMixin, FormView):
 
     def get_context_data(self, **kwargs):
         return super().get_context_data(**kwargs) | {"config_type": self.instance}
+
+
+# ---------------------------------------------------------------------------------- quota owners
+
+class QuotaOwnerListView(AdminMixin, TableMixin, TemplateView):
+    """Who may manage which quota subtree: every group with owners, each linking to its page
+    (where owners are changed under the tree's rules) and each owner to their user page."""
+
+    model = QuotaGroup
+    template_name = "console/administration/quota_owners.html"
+    table_class = QuotaOwnerTable
+
+    def get_table_queryset(self):
+        owned = QuotaGroup.objects.filter(owners__isnull=False).values("pk")
+        return QuotaGroup.objects.filter(pk__in=owned).prefetch_related("owners")
