@@ -44,7 +44,7 @@ from core.errors import Refused
 from core.forms import add_refusal
 from core.permissions import may, may_any_or_role
 from core.tables import TableMixin, build_table
-from core.views import PermissionMixin, VerbViewMixin
+from core.views import PermissionMixin, RevisionDiffMixin, VerbViewMixin
 from fleet import services as fleet_services
 from fleet.models import Cluster
 
@@ -67,6 +67,7 @@ from .forms import (
 )
 from .models import FederatedObject, MemberObject, PropagationPolicy, WaterLevelSample
 from .policy import desired_replicas
+from .render import fenceposts
 from .scheduler import format_amount
 from .tables import FederatedObjectTable, PolicyTable, placement_summary, readiness
 
@@ -268,16 +269,27 @@ def member_rows(fed: FederatedObject) -> list[dict[str, Any]]:
 
 
 def status_summary(fed: FederatedObject) -> dict[str, Any]:
+    """The aggregated counts; for a Deployment also the fleet-wide unavailable replicas beside
+    the budget the cross-cluster rollout keeps them under (``maxUnavailable`` resolved for the
+    desired total, as the planner resolves it), so a rollout or a drain is watched against it."""
     status = fed.status or {}
     ready, desired = readiness(fed)
-    return {"ready": ready, "desired": desired, "available": status.get("availableReplicas"),
-            "updated": status.get("updatedReplicas"), "replicas": status.get("replicas"),
-            "succeeded": status.get("succeeded"), "workload": "desiredReplicas" in status}
+    summary = {"ready": ready, "desired": desired, "available": status.get("availableReplicas"),
+               "updated": status.get("updatedReplicas"), "replicas": status.get("replicas"),
+               "succeeded": status.get("succeeded"), "workload": "desiredReplicas" in status, "budget": None}
+    if fed.kind == "Deployment" and status.get("desiredReplicas") is not None:
+        wanted = int(status["desiredReplicas"])
+        surge, unavailable = fenceposts(fed.template, wanted)
+        summary |= {"budget": unavailable, "surge_budget": surge,
+                    "unavailable": max(wanted - int(status.get("availableReplicas") or 0), 0),
+                    "surge": max(int(status.get("replicas") or 0) - wanted, 0)}
+        summary["over_budget"] = summary["unavailable"] > unavailable
+    return summary
 
 
-class ObjectDetailView(PermissionMixin, DetailView):
-    """Status, per-cluster progress (live), placement explanation, template, revisions and the
-    write forms this user may use."""
+class ObjectDetailView(RevisionDiffMixin, PermissionMixin, DetailView):
+    """Status with unavailable vs budget, per-cluster progress and the placement explanation
+    (all three live), template, revisions with their diff, and the write forms this user may use."""
 
     model = FederatedObject
     template_name = "federation/object_detail.html"
@@ -292,18 +304,15 @@ class ObjectDetailView(PermissionMixin, DetailView):
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         fed = self.object
+        schedule = fed.schedule or {}
         context.update(members=member_rows(fed), summary=status_summary(fed), federation_labels=script_labels(),
-                       topics=[f"federation-object-{fed.pk}"])
+                       topics=[f"federation-object-{fed.pk}"], schedule=schedule, placement=placement_rows(schedule))
         if self.request.GET.get("fragment") == "live" and self.request.method == "GET":
             return context
         revisions = list(fed.revisions.all()[:REVISIONS_SHOWN])
         for revision in revisions:
             revision.yaml = to_yaml(revision.template)
-        schedule = fed.schedule or {}
-        context.update(
-            revisions=revisions, template_yaml=to_yaml(fed.template), schedule=schedule,
-            placement=placement_rows(schedule),
-        )
+        context.update(revisions=revisions, template_yaml=to_yaml(fed.template), **self.diff_context(revisions))
         for key, form in self.write_forms(fed, revisions).items():
             context.setdefault(key, form)  # an action view passes its bound form instead
         context["may_write"] = any(k in context for k in ("edit_form", "pause_form", "rollback_form", "reschedule_form",

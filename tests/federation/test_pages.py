@@ -221,6 +221,50 @@ def test_deeply_nested_yaml_is_a_form_error_never_a_500(client, operator, web, s
     assert row_counts() == before and FederatedObject.objects.get(pk=web.pk).revision == 1
 
 
+def test_the_live_part_carries_unavailable_vs_budget_and_the_placement(client, viewer, fleet3, spread_policy):
+    fed = placed(replicas=40, max_surge=2, max_unavailable="10%")
+    client.force_login(viewer)
+    live = html(client.get(detail(fed) + "?fragment=live"))
+    summary = client.get(detail(fed)).context["summary"]
+    available = fed.status["availableReplicas"]
+    assert (summary["budget"], summary["surge_budget"]) == (4, 2), "10% of 40 rounded down, surge as written"
+    assert summary["unavailable"] == 40 - available
+    assert f'data-unavailable="{40 - available}" data-budget="4"' in live
+    assert f"{40 - available} unavailable of 4 allowed" in live
+    assert 'id="placement"' in live, "the placement table is re-rendered live too"
+    for name, replicas in fed.placement.items():
+        row = live.split(f'<tr data-cluster="{name}" class="fed-outcome-placed">')[1].split("</tr>")[0]
+        assert f'<td class="fed-num">{replicas}' in row
+
+    # Scaled down: the next pass's placement is what the live part shows, only stops.
+    before = dict(fed.placement)
+    template = dict(fed.template, spec=dict(fed.template["spec"], replicas=20))
+    services.submit(template)
+    reconcile_object(fed.pk)
+    fed.refresh_from_db()
+    assert sum(fed.placement.values()) == 20 and all(fed.placement.get(n, 0) <= r for n, r in before.items())
+    live = html(client.get(detail(fed) + "?fragment=live"))
+    for name, replicas in fed.placement.items():
+        assert f'<td class="fed-num">{replicas}' in live.split(f'<tr data-cluster="{name}" class="fed-outcome-placed">')[1]
+    assert 'data-budget="2"' in live, "the budget follows the desired total"
+
+
+def test_two_template_revisions_are_compared_on_the_object_page(client, viewer, web):
+    template = json.loads(json.dumps(web.template))
+    template["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:1.28"
+    services.submit(template, change_cause="bump")
+    client.force_login(viewer)
+    page = client.get(detail(web))
+    assert 'id="diff-form"' in html(page) and page.context["diff"] is None
+    response = client.get(detail(web) + "?a=1&b=2")
+    changes = response.context["diff"]["changes"]
+    assert [c["path"] for c in changes] == ["template.spec.template.spec.containers"], "lists compare whole"
+    assert '"image": "nginx:1.27"' in changes[0]["old_text"] and '"image": "nginx:1.28"' in changes[0]["new_text"]
+    assert "Changes from r1 to r2" in html(response) and "nginx:1.28" in html(response).split('id="diff"')[1]
+    bad = client.get(detail(web) + "?a=1&b=9")
+    assert bad.status_code == 200 and bad.context["diff"] is None and 'role="alert"' in html(bad).split('id="diff-form"')[1]
+
+
 def test_editing_the_template_makes_a_revision_and_rollback_restores_it(client, operator, web):
     client.force_login(operator)
     page = client.get(detail(web))
