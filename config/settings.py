@@ -308,8 +308,9 @@ MERIDIAN_TOKEN_TTL_DAYS = env.int("MERIDIAN_TOKEN_TTL_DAYS", default=90)
 MERIDIAN_AUDIT_RETENTION_DAYS = env.int("MERIDIAN_AUDIT_RETENTION_DAYS", default=180)
 #: Full quota resync (drift repair and cash accrual); bizrq's default is five minutes.
 MERIDIAN_QUOTA_RESYNC_SECONDS = env.int("MERIDIAN_QUOTA_RESYNC_SECONDS", default=300)
-#: Days of water-level history the federation dashboard keeps (one point per cluster a minute).
-MERIDIAN_WATER_LEVEL_RETENTION_DAYS = env.int("MERIDIAN_WATER_LEVEL_RETENTION_DAYS", default=7)
+#: Days of raw water-level samples (one point per cluster a minute); hourly and daily averages
+#: are kept for 35 and 400 days (federation/water.py).
+MERIDIAN_WATER_LEVEL_RETENTION_DAYS = env.int("MERIDIAN_WATER_LEVEL_RETENTION_DAYS", default=1)
 #: Seconds between full federation rescheduling passes (today's water levels, every object).
 MERIDIAN_FEDERATION_RESCHEDULE_SECONDS = env.int("MERIDIAN_FEDERATION_RESCHEDULE_SECONDS", default=1800)
 #: Threads (each with its own database connection) deciding quota admission reviews: one batch

@@ -210,3 +210,33 @@ class WaterLevelSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster_id} at {self.at:%Y-%m-%d %H:%M}"
+
+
+class WaterLevelRollup(models.Model):
+    """Averages of one cluster's samples over an hour or a day: four weeks at 500 clusters is
+    336k hourly rows (28 days × 24 × 500) and 14k daily ones, where raw minute samples would be
+    20M. Raw samples are kept for a day; the charts read the coarsest grain their range needs."""
+
+    class Grain(models.TextChoices):
+        HOUR = "hour", _("hourly")
+        DAY = "day", _("daily")
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="water_level_rollups")
+    grain = models.CharField(max_length=4, choices=Grain.choices)
+    at = models.DateTimeField(help_text=_("Start of the hour or day (UTC)."))
+    samples = models.PositiveIntegerField(default=0, help_text=_("Samples averaged."))
+    cpu_allocatable_milli = models.BigIntegerField(default=0)
+    cpu_requested_milli = models.BigIntegerField(default=0)
+    memory_allocatable_bytes = models.BigIntegerField(default=0)
+    memory_requested_bytes = models.BigIntegerField(default=0)
+    gpu_allocatable = models.BigIntegerField(default=0)
+    gpu_requested = models.BigIntegerField(default=0)
+    weight = models.IntegerField(default=0)
+
+    class Meta:
+        ordering = ["cluster_id", "grain", "at"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "grain", "at"], name="federation_wl_rollup_identity")]
+        indexes = [models.Index(fields=["grain", "at"], name="federation_wl_rollup_grain_at")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id} {self.grain} {self.at:%Y-%m-%d %H:%M}"

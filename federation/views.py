@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import nullcontext
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from html import escape
 from typing import Any
@@ -36,6 +36,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views import View
 from django.views.generic import DetailView, FormView, TemplateView
 
@@ -65,14 +66,17 @@ from .forms import (
     WhatIfForm,
     to_yaml,
 )
-from .models import FederatedObject, MemberObject, PropagationPolicy, WaterLevelSample
+from .models import FederatedObject, MemberObject, PropagationPolicy
 from .policy import desired_replicas
 from .render import fenceposts
 from .scheduler import format_amount
 from .tables import FederatedObjectTable, PolicyTable, placement_summary, readiness
 
 REVISIONS_SHOWN = 50
-HOURS = (1, 6, 24)
+#: The history's windows (hours → label): up to the four weeks a capacity review looks back.
+WINDOWS = {1: gettext_lazy("last hour"), 6: gettext_lazy("last 6 hours"), 24: gettext_lazy("last 24 hours"),
+           168: gettext_lazy("last 7 days"), 672: gettext_lazy("last 4 weeks")}
+HOURS = tuple(WINDOWS)
 #: History points on the dashboard in all (thinned per cluster), so 500 clusters stay small.
 HISTORY_POINT_BUDGET = 12_000
 #: Samples in the window up to which the page embeds the history (above: fetched after load).
@@ -107,6 +111,8 @@ def script_labels() -> dict[str, Any]:
         "cordoned": _("cordoned"), "draining": _("draining"), "deleted": _("This object was deleted."),
         "reason": _("Reason (kept in the audit log)"), "cordon": _("Cordon"), "drain": _("Drain"),
         "uncordon": _("Uncordon"), "free": _("free"),
+        "events": {"drain": _("drain"), "cordon": _("cordon"), "uncordon": _("uncordon"),
+                   "emergency_downgrade": _("emergency downgrade"), "restore": _("restore")},
     }
 
 
@@ -575,19 +581,44 @@ def chosen_hours(request) -> int:
     return hours if hours in HOURS else HOURS[0]
 
 
+def chosen_range(request) -> tuple[datetime, datetime] | None:
+    """``start`` and ``end`` (epoch milliseconds, as a zoomed chart asks), or None for the
+    window; a bad range is a ``Refused`` naming the parameter."""
+    if "start" not in request.GET and "end" not in request.GET:
+        return None
+    bounds = {}
+    for key in ("start", "end"):
+        try:
+            bounds[key] = datetime.fromtimestamp(int(request.GET.get(key, "")) / 1000, tz=UTC)
+        except (TypeError, ValueError, OverflowError, OSError):
+            raise Refused.from_errors({key: _("Give start and end as epoch milliseconds.")}) from None
+    start, end = bounds["start"], bounds["end"]
+    if end - start < water.MIN_RANGE:
+        raise Refused.from_errors({"end": _("end must be at least a minute after start.")})
+    if end - start > water.MAX_RANGE:
+        raise Refused.from_errors({"start": _("A range may span at most 400 days.")})
+    return start, end
+
+
 def compact_history(history: Mapping[str, Any], keys: list[str]) -> dict[str, Any]:
     """Series per cluster with times as seconds after ``t0`` (epoch ms): a fraction of the
-    size of ISO strings repeated for every point of every cluster."""
+    size of ISO strings repeated for every point of every cluster. ``t1`` ends the range,
+    ``grain`` says what a point is, ``events`` are the drains, cordons and downgrades in it."""
     since = datetime.fromisoformat(history["since"])
     t0 = int(since.timestamp() * 1000)
+
+    def offset(at: str) -> int:
+        return round(datetime.fromisoformat(at).timestamp() - t0 / 1000)
+
     series = {}
     for name, entry in history["series"].items():
-        series[name] = {"t": [round(datetime.fromisoformat(at).timestamp() - t0 / 1000) for at in entry["at"]],
-                        "weight": entry["weight"], **{k: entry[k] for k in keys}}
-    return {"t0": t0, "series": series}
+        series[name] = {"t": [offset(at) for at in entry["at"]], "weight": entry["weight"], **{k: entry[k] for k in keys}}
+    return {"t0": t0, "t1": int(datetime.fromisoformat(history["until"]).timestamp() * 1000), "grain": history["grain"],
+            "series": series, "events": [e | {"t": offset(e.pop("at"))} for e in history["events"]]}
 
 
-def dashboard(hours: int, *, history: bool | None = True) -> tuple[dict[str, Any], dict[str, Any]]:
+def dashboard(hours: int, *, history: bool | None = True,
+              between: tuple[datetime, datetime] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(levels, payload): water levels as ``water`` computes them, and the charts' columnar JSON.
 
     ``history=None`` embeds the history only while the window holds at most
@@ -599,22 +630,29 @@ def dashboard(hours: int, *, history: bool | None = True) -> tuple[dict[str, Any
     clusters = levels["clusters"]
     keys = [key for key, *_rest in water.RESOURCES
             if key != "gpu" or any(c["resources"]["gpu"]["allocatable"] for c in clusters)]
+    end = timezone.now()
+    start, end = between or (end - timedelta(hours=hours), end)
     if history is None:
-        since = timezone.now() - timedelta(hours=hours)
-        history = WaterLevelSample.objects.filter(at__gte=since).count() <= HISTORY_EMBED_SAMPLES
+        grain = water.grain_for(start, end)
+        history = (water.samples_of(grain).filter(at__gte=start, at__lte=end).count()
+                   <= HISTORY_EMBED_SAMPLES)
     series = None
     if history:
         budget = max(2, min(500, HISTORY_POINT_BUDGET // max(1, len(clusters))))
-        series = compact_history(water.history(hours=hours, max_points=budget), keys)
+        series = compact_history(water.history(start=start, end=end, max_points=budget), keys)
     payload = {
         "at": levels["at"], "hours": hours, "keys": keys, "units": levels["units"], "totals": levels["totals"],
         "clusters": [c["name"] for c in clusters], "ready": [c["ready"] for c in clusters],
         "weight": [c["weight"] for c in clusters], "state": [cordon_state(c) for c in clusters],
         "resources": {key: {field: [c["resources"][key][field] for c in clusters]
                             for field in ("allocatable", "requested", "available", "deploy_rate")} for key in keys},
-        "history": series,
+        "history": series, "grains": grain_labels(),
     }
     return levels, payload
+
+
+def grain_labels() -> dict[str, str]:
+    return {"minute": _("one point a minute"), "hour": _("hourly averages"), "day": _("daily averages")}
 
 
 def cordon_state(cluster: Mapping[str, Any]) -> str:
@@ -685,7 +723,7 @@ class WaterLevelsView(PermissionMixin, TemplateView):
                                "level": level_class(t["deploy_rate"])})
         return super().get_context_data(**kwargs) | {
             "table_html": water_table_html(levels, keys, may_cordon), "totals": totals, "payload": payload,
-            "hours": hours, "hour_choices": HOURS, "cluster_count": len(levels["clusters"]), "cordons": cordons,
+            "hours": hours, "windows": WINDOWS.items(), "cluster_count": len(levels["clusters"]), "cordons": cordons,
             "ready_count": sum(1 for c in levels["clusters"] if c["ready"]),
             "may_cordon": may_cordon, "federation_labels": script_labels(),
             "columns": [{"key": key, "label": label, "unit": unit} for key, label, *_mid, unit in water.RESOURCES
@@ -700,7 +738,13 @@ class WaterLevelsJSONView(PermissionMixin, View):
     model = Cluster
 
     def get(self, request, *args, **kwargs):
-        _levels, payload = dashboard(chosen_hours(request))
+        """``?hours=`` picks a window; ``?start=&end=`` (epoch ms) a zoomed range, whose
+        history comes at the finest grain it can afford. A bad range is a 400 naming it."""
+        try:
+            between = chosen_range(request)
+        except Refused as exc:
+            return JsonResponse(exc.body(), status=400)
+        _levels, payload = dashboard(chosen_hours(request), between=between)
         return JsonResponse(payload)
 
 

@@ -11,7 +11,9 @@
 // resources: {cpu: {allocatable, requested, available, deploy_rate}}, history: {t0, series}});
 // a "water-levels" sample or a cordon refetches the same JSON from the page's endpoint and
 // updates the table's cells and the charts in place. A big fleet's page comes without the
-// history (null), which is then fetched once the page is up.
+// history (null), which is then fetched once the page is up. Zooming a history chart fetches
+// that range (at a finer grain); drains, cordons and downgrades are drawn as marks. A theme
+// switch ("meridian:theme", theme.js) redraws every chart in the new colours.
 (function () {
   var labels = readJSON("fed-labels") || {};
   var phases = labels.phases || {};
@@ -100,10 +102,26 @@
       .slice(0, HISTORY_TRACES).map(function (pair) { return pair[0]; });
   }
 
+  var EVENT_COLORS = { drain: "#d97706", cordon: "#b7791f", uncordon: "#1b8a4b", emergency_downgrade: "#d92d20", restore: "#1b8a4b" };
+
+  // Drains, cordons and downgrades in the range: a dashed line each, labelled on top.
+  function eventMarks(h) {
+    var shapes = [], notes = [], names = labels.events || {};
+    (h.events || []).forEach(function (e) {
+      var x = new Date(h.t0 + e.t * 1000), color = EVENT_COLORS[e.kind] || "#667085";
+      shapes.push({ type: "line", xref: "x", yref: "paper", x0: x, x1: x, y0: 0, y1: 1, line: { color: color, width: 1.5, dash: "dash" } });
+      notes.push({ xref: "x", yref: "paper", x: x, y: 1, yanchor: "bottom", showarrow: false, font: { size: 10, color: color },
+                   text: (names[e.kind] || e.kind) + " " + e.object,
+                   hovertext: (names[e.kind] || e.kind) + " " + e.object + (e.reason ? ": " + e.reason : "") + " (" + e.actor + ")" });
+    });
+    return { shapes: shapes, annotations: notes };
+  }
+
+  var zoomed = null, zoomWired = false;
   function drawHistory(d) {
     if (!d.history) return; // a big fleet's page fetches it after load
     var key = resourceEl && d.keys.indexOf(resourceEl.value) >= 0 ? resourceEl.value : d.keys[0];
-    var h = d.history, names = historyOrder(d, key);
+    var h = d.history, names = historyOrder(d, key), marks = eventMarks(h);
     function traces(field) {
       return names.filter(function (name) { return h.series[name]; }).map(function (name, i) {
         var s = h.series[name];
@@ -111,13 +129,40 @@
                  x: s.t.map(function (t) { return new Date(h.t0 + t * 1000); }), y: s[field] };
       });
     }
-    var x = { type: "date", automargin: true, range: [new Date(h.t0), new Date(d.at)] };
-    plot(document.getElementById("fed-chart-history-rate"), traces(key),
-         { xaxis: x, yaxis: { title: { text: (labels[key] || key) + " · " + labels.deployRate }, rangemode: "tozero", automargin: true },
-           legend: { orientation: "v" }, margin: { t: 12, l: 52, r: 12, b: 40 } });
-    plot(document.getElementById("fed-chart-history-weight"), traces("weight"),
-         { xaxis: x, yaxis: { title: { text: labels.weight }, rangemode: "tozero", automargin: true },
-           legend: { orientation: "v" }, margin: { t: 12, l: 52, r: 12, b: 40 } });
+    var x = { type: "date", automargin: true, range: [new Date(h.t0), new Date(h.t1 || d.at)] };
+    var common = { xaxis: x, legend: { orientation: "v" }, margin: { t: 24, l: 52, r: 12, b: 40 },
+                   shapes: marks.shapes, annotations: marks.annotations };
+    plot(document.getElementById("fed-chart-history-rate"), traces(key), Object.assign({
+      yaxis: { title: { text: (labels[key] || key) + " · " + labels.deployRate }, rangemode: "tozero", automargin: true } }, common));
+    plot(document.getElementById("fed-chart-history-weight"), traces("weight"), Object.assign({
+      yaxis: { title: { text: labels.weight }, rangemode: "tozero", automargin: true } }, common));
+    var grainEl = document.getElementById("fed-history-grain");
+    if (grainEl) grainEl.textContent = (d.grains && d.grains[h.grain]) || h.grain;
+    document.body.dataset.historyGrain = h.grain;
+    wireZoom();
+  }
+
+  // Zoom: dragging across a history chart asks the server for that range, which answers at
+  // the finest grain the range affords (minutes, hours, days); a double-click goes back to
+  // the window.
+  function wireZoom() {
+    if (zoomWired) return;
+    ["fed-chart-history-rate", "fed-chart-history-weight"].forEach(function (id) {
+      var el = document.getElementById(id);
+      if (!el || !el.on) return;
+      zoomWired = true;
+      el.on("plotly_relayout", function (ev) {
+        if (ev["xaxis.range[0]"] !== undefined && ev["xaxis.range[1]"] !== undefined) {
+          var a = new Date(String(ev["xaxis.range[0]"]).replace(" ", "T")), b = new Date(String(ev["xaxis.range[1]"]).replace(" ", "T"));
+          if (isNaN(a) || isNaN(b) || b - a < 60000) return;
+          zoomed = [a.getTime(), b.getTime()];
+          refetchWater();
+        } else if (ev["xaxis.autorange"]) {
+          zoomed = null;
+          refetchWater();
+        }
+      });
+    });
   }
 
   // As the server formats the cells: 1,234.5 and 12 (not 12.0).
@@ -179,7 +224,8 @@
     if (!totalsEl) return;
     if (fetching) { fetchAgain = true; return; }
     fetching = true;
-    var url = totalsEl.dataset.jsonUrl + "?hours=" + encodeURIComponent(hoursEl ? hoursEl.value : "1");
+    var url = totalsEl.dataset.jsonUrl + "?hours=" + encodeURIComponent(hoursEl ? hoursEl.value : "1") +
+      (zoomed ? "&start=" + Math.round(zoomed[0]) + "&end=" + Math.round(zoomed[1]) : "");
     fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
       .then(function (d) {
@@ -199,6 +245,7 @@
         var params = new URLSearchParams(location.search);
         params.set("hours", hoursEl.value);
         history.replaceState(null, "", location.pathname + "?" + params.toString());
+        zoomed = null;
         refetchWater();
       });
     }
@@ -248,4 +295,11 @@
     drawWhatIf();
     if (whatifResource) whatifResource.addEventListener("change", drawWhatIf);
   }
+
+  // Plots follow the theme: the layout reads the page's colours when drawn, so a theme switch
+  // draws every chart again with the new ones.
+  document.addEventListener("meridian:theme", function () {
+    if (water) { drawLevels(water); drawHistory(water); }
+    if (whatif && whatifEl && whatif.clusters.length) drawWhatIf();
+  });
 })();

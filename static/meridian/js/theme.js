@@ -30,6 +30,8 @@
       var next = document.documentElement.dataset.theme === "dark" ? "light" : "dark";
       document.documentElement.dataset.theme = next;
       try { localStorage.setItem("meridian-theme", next); } catch (e) { /* storage disabled */ }
+      // Charts read the theme's colours when drawn: tell them to draw again.
+      document.dispatchEvent(new CustomEvent("meridian:theme", { detail: { theme: next } }));
     });
   });
 })();
