@@ -1,5 +1,8 @@
-"""Seed the federation demo: policies and a 300-replica storefront spread over the demo fleet
-by water level, with its ConfigMap following it, so the pages have real placements."""
+"""Seed the federation demo: policies, a 300-replica storefront spread over the demo fleet by
+water level with its ConfigMap following it, the 30-replica ``checkout`` on three member
+clusters (``bj-1``, ``sh-1``, ``gz-1``: journey 4), and four weeks of water-level history
+from the simulator (journey 5's capacity review), so the pages have real placements and
+charts."""
 
 from __future__ import annotations
 
@@ -9,12 +12,14 @@ from core.context import acting_as
 from federation import services
 from federation.models import FederatedObject, OverridePolicy, PropagationPolicy
 from federation.reconcile import reconcile_object
-from federation.water import record_samples
+from federation.water import record_samples, simulate_history
 
 POLICIES = {
     "spread-by-water-level": {"schedulingMode": "Divide", "replicaRescheduling": {"avoidDisruption": True}},
     "everywhere": {"schedulingMode": "Duplicate"},
     "two-regions": {"schedulingMode": "Divide", "maxClusters": 2},
+    "three-clusters": {"schedulingMode": "Divide", "replicaRescheduling": {"avoidDisruption": True},
+                       "placement": [{"cluster": "bj-1"}, {"cluster": "sh-1"}, {"cluster": "gz-1"}]},
 }
 OVERRIDES = {"region-tuning": {"overrideRules": [{"overriders": {"jsonpatch": [
     {"operator": "add", "path": "/metadata/labels/meridian.io~1federated", "value": "true"}]}}]}}
@@ -36,6 +41,22 @@ def storefront(replicas: int = 300, image: str = "registry.local/storefront:1.4.
     }
 
 
+def checkout(replicas: int = 30, image: str = "registry.local/checkout:2.3.0") -> dict:
+    """Journey 4's service: 30 replicas, one global budget of 3 unavailable and 3 surge."""
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "checkout", "namespace": "shop", "labels": {"app": "checkout"}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "checkout"}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 3, "maxUnavailable": 3}},
+            "template": {"metadata": {"labels": {"app": "checkout"}}, "spec": {
+                "containers": [{"name": "checkout", "image": image,
+                                "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}]}},
+        },
+    }
+
+
 CONFIG = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "storefront-config", "namespace": "shop"},
           "data": {"CACHE_TTL": "30s", "FEATURE_FLAGS": "search-v2"}}
 
@@ -45,6 +66,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--if-empty", action="store_true", help="do nothing when any federated object exists")
+        parser.add_argument("--history-days", type=int, default=28,
+                            help="days of simulated water-level history to write (0: none)")
 
     def handle(self, *args, **options) -> None:
         if options["if_empty"] and (FederatedObject.objects.exists() or PropagationPolicy.objects.exists()):
@@ -59,8 +82,15 @@ class Command(BaseCommand):
             config, _ = services.submit(CONFIG)
             web, _ = services.submit(storefront(), propagation_policy="spread-by-water-level",
                                      override_policy="region-tuning", change_cause="demo seed")
-            for fed in (web, config):
+            shop, _ = services.submit(checkout(), propagation_policy="three-clusters", change_cause="demo seed")
+            for fed in (web, config, shop):
                 reconcile_object(fed.pk)
+            if options["history_days"]:
+                counts = simulate_history(days=options["history_days"])
+                self.stdout.write(f"federation demo: {options['history_days']} days of water-level history "
+                                  f"({counts['hourly']} hourly, {counts['daily']} daily, {counts['raw']} raw points)")
             record_samples()
         web.refresh_from_db()
-        self.stdout.write(f"federation demo: storefront placed {web.placement} ({web.phase})")
+        shop.refresh_from_db()
+        self.stdout.write(f"federation demo: storefront placed {web.placement} ({web.phase}), "
+                          f"checkout placed {shop.placement} ({shop.phase})")
