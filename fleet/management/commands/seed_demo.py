@@ -24,6 +24,8 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=7)
         parser.add_argument("--clusters", type=int, default=5)
         parser.add_argument("--nodes", type=int, default=2000, help="nodes in the whole demo fleet")
+        parser.add_argument("--tick-seconds", type=float, default=None,
+                            help="simulated seconds per tick (rollouts move one step a tick; default the simulator's)")
 
     def handle(self, *args, **options) -> None:
         if options["if_empty"] and Cluster.objects.exists():
@@ -32,18 +34,19 @@ class Command(BaseCommand):
         started = time.perf_counter()
         with acting_as("system:seed-demo"):
             for spec in demo_fleet(options["seed"], options["clusters"], options["nodes"]):
-                cluster = self._register(spec)
+                cluster = self._register(spec, options["tick_seconds"])
                 with connector_for(cluster) as connector:
                     report = sync_cluster(cluster, connector)
                 self.stdout.write(f"  {cluster.name}: {report.created.get('nodes', 0)} nodes, "
                                   f"{report.created.get('workloads', 0)} workloads, {report.created.get('pods', 0)} pods")
         self.stdout.write(f"demo fleet seeded in {time.perf_counter() - started:.1f}s")
 
-    def _register(self, spec) -> Cluster:
+    def _register(self, spec, tick_seconds: float | None = None) -> Cluster:
+        config = config_for(spec) | ({"tick_seconds": tick_seconds} if tick_seconds else {})
         with transaction.atomic():
             cluster, created = Cluster.objects.get_or_create(
                 name=spec.name,
-                defaults={"connector": Cluster.ConnectorKind.SIMULATED, "connector_config": config_for(spec),
+                defaults={"connector": Cluster.ConnectorKind.SIMULATED, "connector_config": config,
                           "labels": {"topology.kubernetes.io/region": spec.region, "env": "demo"},
                           "display_name": f"Demo {spec.name}"},
             )
