@@ -164,3 +164,107 @@ def test_journey_4_scaling_checkout_without_churn_then_rolling_and_draining(page
     assert "sh-1" not in moved and sum(moved.values()) == 15
     assert "cordoned" in page.locator('#placement tr[data-cluster="sh-1"]').inner_text()
     assert Cluster.objects.get(name="sh-1").drain
+
+
+NEW_SERVICE = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: search-indexer, namespace: search}
+spec:
+  replicas: 300
+  selector: {matchLabels: {app: search-indexer}}
+  template:
+    metadata: {labels: {app: search-indexer}}
+    spec:
+      containers:
+      - name: indexer
+        image: registry.local/search-indexer:1.0.0
+        resources: {requests: {cpu: "8", memory: 16Gi}}
+"""
+
+
+def history_state(page) -> dict:
+    return page.evaluate("""() => { const el = document.getElementById('fed-chart-history-rate');
+        return {grain: document.body.dataset.historyGrain || '', traces: (el.data || []).length,
+                points: el.data && el.data[0] ? el.data[0].x.length : 0,
+                marks: ((el.layout || {}).annotations || []).map((a) => a.text),
+                font: el._fullLayout ? el._fullLayout.font.color : ''}; }""")
+
+
+def zoom(page, start: str, end: str) -> None:
+    """What dragging across the chart does: a relayout of the x range."""
+    page.evaluate("([a, b]) => Plotly.relayout(document.getElementById('fed-chart-history-rate'),"
+                  " {'xaxis.range[0]': a, 'xaxis.range[1]': b})", [start, end])
+
+
+def test_journey_5_capacity_review_over_four_weeks_and_a_what_if(page, asgi_server, operator, demo):
+    from datetime import UTC, datetime, timedelta
+
+    from federation.water import water_levels
+    from fleet import services as fleet_services
+
+    in_worker(lambda: fleet_services.cordon(Cluster.objects.get(name="hz-1"), drain=True, reason="rack retirement"))
+    log_in(page, asgi_server, operator.username)
+    page.goto(f"{asgi_server}/federation/water-levels/")
+    page.locator("#fed-chart-history-rate .main-svg").first.wait_for(timeout=15000)
+
+    # Per cluster and resource: allocatable, requested, available, deploy rate, dynamic weight.
+    levels = {c["name"]: c for c in water_levels()["clusters"]}
+    assert set(levels) == {"bj-1", "sh-1", "gz-1", "sz-1", "hz-1"}
+    for name, level in levels.items():
+        cpu = level["resources"]["cpu"]
+        row = page.locator(f"#cluster-{name}")
+        cell = row.locator('td[data-res="cpu"]').inner_text()
+        assert f"{cpu['deploy_rate']:g}%" in cell.replace(",", "")
+        assert f"{cpu['requested']:,.1f}".removesuffix(".0") in cell and f"{cpu['available']:,.1f}".removesuffix(".0") in cell
+        assert row.locator('[data-f="weight"]').inner_text() == str(level["weight"])
+    assert levels["hz-1"]["weight"] == 0 and page.locator("#cluster-hz-1").get_attribute("data-state") == "draining"
+    assert sum(level["weight"] for level in levels.values()) in range(995, 1006)
+
+    # Four weeks of history: daily averages, the drain marked on the chart.
+    page.select_option("#fed-hours", "672")
+    wait_js(page, "document.body.dataset.historyGrain === 'day'", timeout=15000)
+    month = history_state(page)
+    assert month["traces"] == 5 and 27 <= month["points"] <= 29
+    assert any(mark.startswith("drain hz-1") for mark in month["marks"]), month["marks"]
+    assert "hours=672" in page.url
+
+    # Zoom in: three days of a fortnight ago come as hourly averages, four hours of today as minutes.
+    now = datetime.now(UTC)
+    fmt = "%Y-%m-%d %H:%M:%S"
+    zoom(page, (now - timedelta(days=14)).strftime(fmt), (now - timedelta(days=11)).strftime(fmt))
+    wait_js(page, "document.body.dataset.historyGrain === 'hour'", timeout=15000)
+    assert 70 <= history_state(page)["points"] <= 74
+    assert page.locator("#fed-history-grain").inner_text() == "hourly averages"
+    zoom(page, (now - timedelta(hours=4)).strftime(fmt), now.strftime(fmt))
+    wait_js(page, "document.body.dataset.historyGrain === 'minute'", timeout=15000)
+    assert 45 <= history_state(page)["points"] <= 50, "a raw point every 5 minutes"
+    page.evaluate("Plotly.relayout(document.getElementById('fed-chart-history-rate'), {'xaxis.autorange': true})")
+    wait_js(page, "document.body.dataset.historyGrain === 'day'", timeout=15000)
+
+    # The plots follow the theme switch.
+    light = history_state(page)["font"]
+    page.click("#theme-toggle")
+    dark_text = page.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--text').trim()")
+    wait_js(page, f"document.getElementById('fed-chart-history-rate')._fullLayout.font.color === '{dark_text}'"
+                  f" && document.getElementById('fed-chart-rates')._fullLayout.font.color === '{dark_text}'", timeout=5000)
+    assert light != dark_text and page.evaluate("document.documentElement.dataset.theme") == "dark"
+
+    # What if a new 300-replica, 8-core service came: where it lands, the levels after.
+    page.goto(f"{asgi_server}/federation/what-if/")
+    page.fill("#id_object", NEW_SERVICE)
+    page.select_option("#id_policy", "/spread-by-water-level")
+    page.click("#whatif-form button[type=submit]")
+    result = page.locator("#whatif-result")
+    assert "It would land on" in result.locator("h2").inner_text()
+    rows = page.evaluate("""() => Array.from(document.querySelectorAll('.fed-whatif-levels tbody tr')).map((tr) =>
+        [tr.dataset.cluster, parseInt(tr.querySelector('td').textContent, 10), tr.querySelectorAll('td')[1].textContent])""")
+    assert sum(replicas for _name, replicas, _cpu in rows) == 300
+    assert "hz-1" not in {name for name, _r, _c in rows}, "nothing lands on the draining cluster"
+    for name, replicas, cpu in rows:
+        before, after = (float(v.strip().rstrip("%")) for v in cpu.split("→"))
+        assert after > before, f"{name}: {cpu}"
+    page.locator("#fed-chart-whatif .main-svg").first.wait_for(timeout=15000)
+    assert page.locator("#fed-chart-whatif g.trace.bars").count() == 2, "before and after"
+    assert page.evaluate("document.getElementById('fed-chart-whatif')._fullLayout.font.color") == dark_text, \
+        "the saved theme holds on the next page"
