@@ -1018,6 +1018,24 @@ GLOSSARY.update({
 
 # Federation, water levels and capacity review
 GLOSSARY.update({
+    "hourly": "每小时", "daily": "每天",
+    "Start of the hour or day (UTC).": "该小时或该天的起始时间（UTC）。",
+    "Samples averaged.": "参与平均的采样数。",
+    "Unavailable vs budget": "不可用数 / 预算",
+    "Replicas missing or not available across all clusters, against the maxUnavailable the cross-cluster rollout keeps them under":
+        "所有集群中缺失或不可用的副本数，对照跨集群滚动升级所遵守的 maxUnavailable 上限",
+    "%(u)s unavailable of %(b)s allowed": "%(u)s 个不可用（允许 %(b)s 个）",
+    "surge %(s)s of %(b)s": "超额 %(s)s / %(b)s",
+    "Compare revisions": "对比版本",
+    "The ten clusters with the highest deploy rate are drawn; click a legend entry to show another. Drag across a chart to zoom in (finer points are fetched); double-click to zoom out.":
+        "图中绘出部署率最高的十个集群；点击图例可显示其他集群。在图上拖选可放大（会获取更细粒度的数据点）；双击可缩小。",
+    "last hour": "最近 1 小时", "last 6 hours": "最近 6 小时", "last 24 hours": "最近 24 小时",
+    "last 7 days": "最近 7 天", "last 4 weeks": "最近 4 周",
+    "drain": "排空", "cordon": "禁止调度", "uncordon": "恢复调度", "emergency downgrade": "紧急降级", "restore": "恢复",
+    "Give start and end as epoch milliseconds.": "start 和 end 须为 Unix 毫秒时间戳。",
+    "end must be at least a minute after start.": "end 至少须比 start 晚一分钟。",
+    "A range may span at most 400 days.": "时间范围最长为 400 天。",
+    "one point a minute": "每分钟一个点", "hourly averages": "每小时平均值", "daily averages": "每天平均值",
 })
 
 
