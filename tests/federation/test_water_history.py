@@ -18,6 +18,7 @@ from federation import water
 from federation.models import WaterLevelRollup, WaterLevelSample
 from fleet import services as fleet_services
 from fleet.models import Cluster
+from nodeconfig.services import emergency_downgrade
 
 pytestmark = pytest.mark.django_db
 
@@ -122,16 +123,18 @@ def test_drains_cordons_and_downgrades_in_the_range_come_with_the_history(client
     sh = Cluster.objects.get(name="sh-1")
     fleet_services.cordon(sh, reason="maintenance window")
     fleet_services.cordon(sh, drain=True, reason="kernel upgrade")
+    target, _created, _job = emergency_downgrade(cluster="gz-1", selector="", reason="latency incident INC-4411")
     client.force_login(viewer)
     history = json.loads(client.get(WATER_JSON, {"hours": 1}).content)["history"]
     marks = [(e["kind"], e["object"], e["reason"]) for e in history["events"]]
-    assert marks == [("cordon", "sh-1", "maintenance window"), ("drain", "sh-1", "kernel upgrade")]
+    assert marks == [("cordon", "sh-1", "maintenance window"), ("drain", "sh-1", "kernel upgrade"),
+                     ("emergency_downgrade", str(target), "latency incident INC-4411")]
     assert all(0 <= e["t"] <= (history["t1"] - history["t0"]) / 1000 for e in history["events"])
     old = json.loads(client.get(WATER_JSON, {"start": ms(timezone.now() - timedelta(days=3)),
                                              "end": ms(timezone.now() - timedelta(days=2))}).content)
     assert old["history"]["events"] == [], "only the range's events"
     one = water.history(Cluster.objects.get(name="bj-1"), hours=1)
-    assert one["events"] == [], "another cluster's drain is not on bj-1's chart"
+    assert [e["kind"] for e in one["events"]] == ["emergency_downgrade"], "another cluster's drain is not on bj-1's chart"
 
 
 @pytest.mark.parametrize(("query", "field"), [
