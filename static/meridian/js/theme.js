@@ -1,5 +1,7 @@
 "use strict";
 // Light/dark theme: the saved choice, else the system preference. Loaded in <head> to avoid a flash.
+// A switch recolours every Plotly chart on the page and sends "meridian:theme" for pages that
+// draw more in theme colours.
 // Also the language picker: it switches on a pick with the mouse, or on Enter / leaving the
 // field after choosing with the keyboard — never while arrowing through the languages.
 // (Pages carry no inline handlers: the Content-Security-Policy allows scripts from files only.)
@@ -22,6 +24,19 @@
     select.addEventListener("mousedown", function () { byKeyboard = false; });
   }
 
+  // Every Plotly chart on the page takes the new theme's text and grid colours at once.
+  function recolourPlots() {
+    if (!window.Plotly) return;
+    var style = getComputedStyle(document.documentElement);
+    var text = style.getPropertyValue("--text").trim(), grid = style.getPropertyValue("--border").trim();
+    document.querySelectorAll(".js-plotly-plot").forEach(function (el) {
+      var update = { "font.color": text };
+      var full = el._fullLayout || {};
+      Object.keys(full).forEach(function (key) { if (/^[xy]axis\d*$/.test(key)) update[key + ".gridcolor"] = grid; });
+      Plotly.relayout(el, update);
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     languagePicker();
     var button = document.getElementById("theme-toggle");
@@ -30,7 +45,9 @@
       var next = document.documentElement.dataset.theme === "dark" ? "light" : "dark";
       document.documentElement.dataset.theme = next;
       try { localStorage.setItem("meridian-theme", next); } catch (e) { /* storage disabled */ }
-      // Charts read the theme's colours when drawn: tell them to draw again.
+      recolourPlots();
+      // Charts read the theme's colours when drawn: pages that draw more than text and grid
+      // (marks, bars in theme colours) draw again on this event.
       document.dispatchEvent(new CustomEvent("meridian:theme", { detail: { theme: next } }));
     });
   });
