@@ -467,6 +467,9 @@ def test_cordon_drain_and_uncordon_through_the_dashboard(client, operator, web):
     assert '<tr id="cluster-bj-1" data-cluster="bj-1" data-state="draining">' in html(levels)
     assert levels.context["payload"]["state"][0] == "draining"
     assert levels.context["payload"]["weight"][0] == 0, "a draining cluster takes no weight"
+    cordons = html(levels).split('id="fed-cordons"')[1].split("</ul>")[0]
+    assert '<li data-cluster="bj-1"><a href="#cluster-bj-1">bj-1</a>: draining' in cordons
+    assert f"{operator.username} · {state.cordoned_at:%Y-%m-%d %H:%M} — kernel upgrade" in cordons, cordons
 
     client.post("/federation/clusters/bj-1/cordon/", {"action": "cordon", "reason": "done draining"})
     state.refresh_from_db()
