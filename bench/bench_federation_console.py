@@ -126,9 +126,9 @@ def main() -> None:
     parser.add_argument("--hours", type=int, default=24)
     parser.add_argument("--every", type=int, default=5, help="minutes between samples")
     args = parser.parse_args()
-    from bench_fleet import setup
+    from django_setup import setup_django
 
-    setup(os.environ.get("BENCH_DATABASE_URL"))
+    setup_django(os.environ.get("BENCH_DATABASE_URL"))
     started = time.perf_counter()
     samples = make_fleet(args.clusters, args.hours, args.every)
     print(f"setup: {args.clusters} clusters, {samples:,} water-level samples in {time.perf_counter() - started:.1f} s")
