@@ -190,17 +190,25 @@ class MemberObject(models.Model):
         return f"{self.object} in {self.cluster_id}"
 
 
-class WaterLevelSample(models.Model):
-    """One cluster's water level at a time, for the dashboard's history charts."""
+class WaterLevelTotals(models.Model):
+    """The totals a water-level chart point holds: a sample's, or a rollup's averages."""
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="water_levels")
-    at = models.DateTimeField()
     cpu_allocatable_milli = models.BigIntegerField(default=0)
     cpu_requested_milli = models.BigIntegerField(default=0)
     memory_allocatable_bytes = models.BigIntegerField(default=0)
     memory_requested_bytes = models.BigIntegerField(default=0)
     gpu_allocatable = models.BigIntegerField(default=0)
     gpu_requested = models.BigIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+class WaterLevelSample(WaterLevelTotals):
+    """One cluster's water level at a time, for the dashboard's history charts."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="water_levels")
+    at = models.DateTimeField()
     weight = models.IntegerField(default=0, help_text=_("Dynamic weight (per mille) from CPU water level."))
 
     class Meta:
@@ -212,7 +220,7 @@ class WaterLevelSample(models.Model):
         return f"{self.cluster_id} at {self.at:%Y-%m-%d %H:%M}"
 
 
-class WaterLevelRollup(models.Model):
+class WaterLevelRollup(WaterLevelTotals):
     """Averages of one cluster's samples over an hour or a day: four weeks at 500 clusters is
     336k hourly rows (28 days × 24 × 500) and 14k daily ones, where raw minute samples would be
     20M. Raw samples are kept for a day; the charts read the coarsest grain their range needs."""
@@ -225,12 +233,6 @@ class WaterLevelRollup(models.Model):
     grain = models.CharField(max_length=4, choices=Grain.choices)
     at = models.DateTimeField(help_text=_("Start of the hour or day (UTC)."))
     samples = models.PositiveIntegerField(default=0, help_text=_("Samples averaged."))
-    cpu_allocatable_milli = models.BigIntegerField(default=0)
-    cpu_requested_milli = models.BigIntegerField(default=0)
-    memory_allocatable_bytes = models.BigIntegerField(default=0)
-    memory_requested_bytes = models.BigIntegerField(default=0)
-    gpu_allocatable = models.BigIntegerField(default=0)
-    gpu_requested = models.BigIntegerField(default=0)
     weight = models.IntegerField(default=0)
 
     class Meta:
