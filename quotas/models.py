@@ -128,11 +128,17 @@ class QuotaCharge(models.Model):
 
 
 class CashSample(models.Model):
-    """A point of a group's cash burn-down (``used`` of each cash key after a reconcile)."""
+    """A point of a group's cash burn-down after a reconcile: ``used`` of each cash key (what is
+    left is hard − used) and ``burned``, the group's own pod time so far (its ``self_used``).
+
+    They differ by the children's budgets: creating or resizing a child moves ``used`` at once
+    without any pod running, so the burn rate and the projected exhaustion read ``burned``.
+    """
 
     group = models.ForeignKey(QuotaGroup, on_delete=models.CASCADE, related_name="cash_samples")
     time = models.DateTimeField()
     used = models.JSONField(default=dict)
+    burned = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["group_id", "time"]

@@ -277,7 +277,8 @@ def _add_cash(group_id: int, spent: acc.ResourceList, now: datetime) -> None:
         hard, used = parsed(group.hard), parsed(group.used)
         exhausted = sorted(k for k in hard if acc.cash_base(k) and used.get(k) is not None and used[k] >= hard[k])
         cash_used = {k: group.used[k] for k in hard if acc.cash_base(k)}
-        CashSample.objects.create(group=group, time=now, used=cash_used)
+        burned = {k: group.self_used.get(k, "0") for k in cash_used}
+        CashSample.objects.create(group=group, time=now, used=cash_used, burned=burned)
         _trim_samples(group)
         if exhausted != list(group.cash_exhausted):
             _announce_exhaustion(group, exhausted)

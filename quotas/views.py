@@ -346,19 +346,20 @@ def _shown(value: Any) -> str | None:
 def cash_chart(group: QuotaGroup, now: datetime | None = None) -> dict[str, Any] | None:
     """Burn-down series per cash key, with hard and the projected exhaustion (None: no cash keys).
 
-    The projection runs from the latest sample at the burn rate between the first and the
-    latest sample (``accounting.burn_rate``/``projected_exhaustion``), so the chart's dotted
-    line and the date printed next to it are the same number.
+    The projection runs from the latest sample at the group's own burn rate (its pods' time,
+    ``burn_points``) between the first and the latest sample (``accounting.burn_rate``/
+    ``projected_exhaustion``), so the chart's dotted line and the date printed next to it are
+    the same number, and a budget handed to a child is a step down, not a burn.
     """
     keys = sorted(k for k in group.hard if acc.cash_base(k))
     if not keys:
         return None
-    samples = list(CashSample.objects.filter(group=group).order_by("time").values_list("time", "used"))
+    samples = list(CashSample.objects.filter(group=group).order_by("time").values_list("time", "used", "burned"))
     hard, used = services.parsed(group.hard), services.parsed(group.used)
     series = []
     for key in keys:
-        points = [(time, Quantity.parse(str(values[key]))) for time, values in samples if key in values]
-        rate = acc.burn_rate(points)
+        points = [(time, Quantity.parse(str(values[key]))) for time, values, _ in samples if key in values]
+        rate = acc.burn_rate(burn_points(samples, key))
         last_time, last_used = points[-1] if points else (now or timezone.now(), used.get(key, Quantity.from_int(0)))
         series.append({
             "key": key, "hard": number(group.hard[key]), "hard_text": readable(str(group.hard[key])),
@@ -368,6 +369,14 @@ def cash_chart(group: QuotaGroup, now: datetime | None = None) -> dict[str, Any]
             "exhaustion": acc.projected_exhaustion(hard[key], last_used, rate, last_time),
         })
     return {"series": series}
+
+
+def burn_points(samples: Sequence[tuple[datetime, dict, dict]], key: str) -> list[tuple[datetime, Quantity]]:
+    """The group's own pod time on ``key`` over the samples: the burn, not the budget handed to
+    children (a new child moves ``used`` at once without any pod running). Samples written
+    before ``burned`` was recorded fall back to ``used``."""
+    return [(time, Quantity.parse(str(burned[key] if key in burned else used[key])))
+            for time, used, burned in samples if key in burned or key in used]
 
 
 class GroupDetailView(PermissionMixin, DetailView):

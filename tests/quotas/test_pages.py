@@ -324,6 +324,25 @@ def test_detail_shows_resources_children_workloads_and_history(client, operator,
     assert len(client.get(detail("vision-ocr"), {"page": 2}).context["workloads"].object_list) == 5
 
 
+def test_a_child_budget_is_no_burn_only_pod_time_is(client, viewer):
+    """Creating a child carves its cash budget out of the parent's at once: the parent's used
+    jumps by 500 without a pod running, and the burn-down must not read that as 500 an hour."""
+    from quotas.reconcile import accrue_cash
+
+    services.create_group(name="gpu-lab", parent=None, hard={"cash/limits.cpu": "1000", "limits.cpu": "100"})
+    start = timezone.now() + timedelta(hours=1)
+    assert accrue_cash(start) == 1
+    services.create_group(name="gpu-lab-a", parent="gpu-lab", hard={"cash/limits.cpu": "500", "limits.cpu": "10"})
+    accrue_cash(start + timedelta(hours=1))
+    samples = list(CashSample.objects.filter(group=group("gpu-lab")).order_by("time"))
+    assert [s.used for s in samples] == [{"cash/limits.cpu": "0"}, {"cash/limits.cpu": "500"}]
+    assert [s.burned for s in samples] == [{"cash/limits.cpu": "0"}, {"cash/limits.cpu": "0"}]
+    client.force_login(viewer)
+    series = client.get(detail("gpu-lab")).context["cash"]["series"][0]
+    assert series["used"] == [0.0, 500.0], "the chart still shows what is left"
+    assert series["rate"] == 0.0 and series["exhaustion"] is None, "no pod ran: nothing burns, no exhaustion date"
+
+
 def test_cash_burn_down_with_projected_exhaustion(client, viewer):
     services.create_group(name="gpu-lab", parent=None, hard={"cash/limits.cpu": "100", "limits.cpu": "10"})
     lab = group("gpu-lab")
