@@ -583,6 +583,23 @@ def children_used(self_used: Mapping[str, Quantity], children_hard: Iterable[Map
     return total
 
 
+#: A key limited to zero but in use reads as twice full (a shrink below usage), as on the tree.
+OVER_ZERO = 2.0
+
+
+def fill_level(hard: Mapping[str, Quantity], used: Mapping[str, Quantity]) -> float:
+    """The group's fullest resource, used/hard (cash keys included: a spent budget is a limit
+    reached). Stored with the status so "near the limit" is one indexed SQL filter at 5,000 groups."""
+    level = 0.0
+    for key, limit in hard.items():
+        spent = used.get(key, _ZERO)
+        if limit.sign() <= 0:
+            level = max(level, OVER_ZERO if spent.sign() > 0 else 0.0)
+        else:
+            level = max(level, float(spent.as_decimal() / limit.as_decimal()))
+    return round(level, 4)
+
+
 def group_status(hard: Mapping[str, Quantity], self_used: Mapping[str, Quantity],
                  children_hard: Iterable[Mapping[str, Quantity]]) -> tuple[ResourceList, ResourceList]:
     """``(used, self_used)`` as status shows them: exactly the keys of hard, zero when unused.

@@ -391,7 +391,7 @@ def _run(items, keys, entries: Mapping[Key, Entry], groups: dict[str, GroupState
 def _write(tx: sql.BatchTransaction, groups: Mapping[str, GroupState], entries: Mapping[Key, Entry],
            final: Mapping[Key, Entry | None]) -> None:
     """The changed groups' statuses, and every ledger row the batch created, changed or released."""
-    statuses = [(state.pk, acc.canonical(state.used), acc.canonical(state.self_used))
+    statuses = [(state.pk, acc.canonical(state.used), acc.canonical(state.self_used), acc.fill_level(state.hard, state.used))
                 for state in groups.values() if state.changed]
     charges, deleted = [], []
     for key, entry in final.items():

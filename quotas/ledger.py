@@ -160,7 +160,7 @@ def _loads(value: Any) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------- writing
 
-def write(tx: BatchTransaction, statuses: Sequence[tuple[int, dict[str, str], dict[str, str]]],
+def write(tx: BatchTransaction, statuses: Sequence[tuple[int, dict[str, str], dict[str, str], float]],
           charges: Sequence[NewCharge], deleted: Sequence[int], now: datetime) -> None:
     """Store the batch's outcome and commit, in one round trip: the changed groups' statuses
     (version bumped), new and changed ledger rows (source ``admission``, admitted now),

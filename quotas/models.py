@@ -41,6 +41,8 @@ class QuotaGroup(models.Model):
     version = models.PositiveBigIntegerField(default=0, help_text=_("Bumped on every status write."))
     last_reconcile_time = models.DateTimeField(null=True, blank=True)
     cash_exhausted = models.JSONField(default=list, blank=True, help_text=_("cash/… keys whose budget is spent."))
+    level = models.FloatField(default=0.0, db_index=True,
+                              help_text=_("used/hard of the fullest resource, written with every status."))
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 

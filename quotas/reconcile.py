@@ -218,9 +218,11 @@ def _refresh_chunk(ids: list[int]) -> int:
         changed = []
         for group in groups.values():
             cash = {k: v for k, v in parsed(group.self_used).items() if acc.cash_base(k)}
-            used, own = status_of(parsed(group.hard), sums[group.pk] | cash, children[group.pk])
-            if (used, own) != (group.used, group.self_used):
-                changed.append((group.pk, used, own))
+            hard = parsed(group.hard)
+            used, own = status_of(hard, sums[group.pk] | cash, children[group.pk])
+            level = acc.fill_level(hard, parsed(used))
+            if (used, own, level) != (group.used, group.self_used, group.level):
+                changed.append((group.pk, used, own, level))
         store_statuses(changed)
     return len(changed)
 

@@ -67,7 +67,8 @@ def write_status(group: QuotaGroup, self_used: acc.ResourceList, children_hard: 
     children = children_hard_of(group) if children_hard is None else children_hard
     group.used, group.self_used = status_of(parsed(group.hard), self_used, children)
     group.version += 1
-    store_statuses([(group.pk, group.used, group.self_used)])
+    group.level = acc.fill_level(parsed(group.hard), parsed(group.used))
+    store_statuses([(group.pk, group.used, group.self_used, group.level)])
 
 
 def lock(names_or_pks: Iterable[Any], *, by: str = "name") -> dict[Any, QuotaGroup]:
@@ -79,8 +80,8 @@ def lock(names_or_pks: Iterable[Any], *, by: str = "name") -> dict[Any, QuotaGro
     return {getattr(g, by): g for g in rows}
 
 
-def store_statuses(rows: Sequence[tuple[int, dict[str, str], dict[str, str]]]) -> None:
-    """Write (pk, used, self_used) for many locked groups; callers hold the locks.
+def store_statuses(rows: Sequence[tuple[int, dict[str, str], dict[str, str], float]]) -> None:
+    """Write (pk, used, self_used, level) for many locked groups; callers hold the locks.
 
     ``bulk_update`` builds a CASE per row and costs more than an admission batch's whole
     decision; per-row ``update()`` costs a compiled query each.
@@ -89,9 +90,9 @@ def store_statuses(rows: Sequence[tuple[int, dict[str, str], dict[str, str]]]) -
         execute(status_update(rows, timezone.now()))
 
 
-def status_update(rows: Sequence[tuple[int, dict[str, str], dict[str, str]]], now: datetime) -> list[tuple[str, list[Any]]]:
-    """The statements that store (pk, used, self_used) of many groups and bump their
-    ``version``, each map stored as ``JSONField`` stores it.
+def status_update(rows: Sequence[tuple[int, dict[str, str], dict[str, str], float]], now: datetime) -> list[tuple[str, list[Any]]]:
+    """The statements that store (pk, used, self_used, level) of many groups and bump their
+    ``version``, each map stored as ``JSONField`` stores it (``level``: ``accounting.fill_level``).
 
     PostgreSQL: one UPDATE joined to the rows passed as one JSON parameter, so the server
     plans one short statement whatever the number of groups; the ``id = ANY(…)`` condition
@@ -106,10 +107,11 @@ def status_update(rows: Sequence[tuple[int, dict[str, str], dict[str, str]]], no
     if connection.vendor == "postgresql":
         id_column = f"{table}.{quote('id')}"
         sql = (f"WITH batch AS (SELECT value AS r FROM jsonb_array_elements(%s::jsonb)) "
-               f"UPDATE {table} SET {quote('used')} = r->1, {quote('self_used')} = r->2, {version} = {table}.{version} + 1, "
+               f"UPDATE {table} SET {quote('used')} = r->1, {quote('self_used')} = r->2, {quote('level')} = (r->>3)::double precision, "
+               f"{version} = {table}.{version} + 1, "
                f"{quote('updated')} = %s FROM batch "
                f"WHERE {id_column} = ANY(ARRAY(SELECT (r->>0)::bigint FROM batch)) AND {id_column} = (r->>0)::bigint")
-        return [(sql, [orjson.dumps([[pk, used, self_used] for pk, used, self_used in rows]).decode(), stamp])]
-    sql = (f"UPDATE {table} SET {quote('used')} = %s, {quote('self_used')} = %s, {version} = {version} + 1, "
-           f"{quote('updated')} = %s WHERE {quote('id')} = %s")
-    return [(sql, [json.dumps(used), json.dumps(self_used), stamp, pk]) for pk, used, self_used in rows]
+        return [(sql, [orjson.dumps([list(row) for row in rows]).decode(), stamp])]
+    sql = (f"UPDATE {table} SET {quote('used')} = %s, {quote('self_used')} = %s, {quote('level')} = %s, "
+           f"{version} = {version} + 1, {quote('updated')} = %s WHERE {quote('id')} = %s")
+    return [(sql, [json.dumps(used), json.dumps(self_used), level, stamp, pk]) for pk, used, self_used, level in rows]
