@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from django.utils.translation import gettext as _
 from django.views.generic import DetailView, TemplateView
 
 from core.diff import shallow
@@ -13,9 +14,17 @@ from core.permissions import may
 from core.tables import JobTable, ObjectChangeTable, TableMixin
 from core.views import PermissionMixin
 from core.worker_signals import live_workers
+from federation.models import FederatedObject
 from fleet.models import Cluster
 from fleet.queries import fleet_summary
+from nodeconfig.models import ConfigTarget
 from nodeconfig.views import emergency_panel_context
+from quotas.models import QuotaGroup
+
+from .overview import attention
+
+#: The overview's live topics, each for those who may view its model (as the consumer checks).
+TOPICS = (("fleet", Cluster), ("nodeconfig", ConfigTarget), ("federation", FederatedObject), ("quotas", QuotaGroup))
 
 
 class OverviewView(TemplateView):
@@ -24,17 +33,26 @@ class OverviewView(TemplateView):
 
     template_name = "console/overview.html"
 
+    def get_template_names(self):
+        """``?fragment=attention``: only the sections needing attention, re-fetched live."""
+        if self.request.GET.get("fragment") == "attention":
+            return ["console/_attention.html"]
+        return [self.template_name]
+
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         user = self.request.user
+        context["attention"] = attention(user)
+        if self.request.GET.get("fragment") == "attention":
+            return context
         can = {"fleet": may(user, "view", Cluster), "jobs": may(user, "view", Job),
                "changes": may(user, "view", ObjectChange)}
         try:
             workers = live_workers()
         except Exception:  # Redis down: the page still renders and says so
             workers = None
-        topics = ["system"] + (["fleet"] if can["fleet"] else [])
-        context.update(can=can, workers=workers, topics=topics, has_role=any(can.values()))
+        topics = ["system"] + [topic for topic, model in TOPICS if may(user, "view", model)]
+        context.update(can=can, workers=workers, topics=topics, has_role=any(can.values()), feed_labels=feed_labels())
         if can["fleet"]:
             context["fleet"] = fleet_summary()
         if can["jobs"]:
@@ -45,6 +63,25 @@ class OverviewView(TemplateView):
             context["recent_changes"] = ObjectChange.objects.select_related("object_type")[:10]
         context.update(emergency_panel_context(self.request))
         return context
+
+
+def feed_labels() -> dict[str, str]:
+    """The live feed's sentences per event type (``%(field)s`` filled from the event's data by
+    overview.js). Only what a person acts on is here: heartbeats, water-level samples and
+    per-node progress are not, so the feed stays readable during a fleet-wide rollout."""
+    return {
+        "cluster.registered": _("Cluster %(cluster)s registered"),
+        "cluster.deleted": _("Cluster %(cluster)s removed"),
+        "cluster.cordoned": _("Cluster %(cluster)s cordoned"),
+        "cluster.drained": _("Cluster %(cluster)s cordoned and draining"),
+        "cluster.uncordoned": _("Cluster %(cluster)s uncordoned"),
+        "cluster.unreachable": _("Cluster %(cluster)s unreachable: %(message)s"),
+        "object.changed": _("Federated %(kind)s %(key)s changed"),
+        "object.status": _("Federated object %(key)s is %(phase)s"),
+        "object.deleted": _("Federated object %(key)s deleted"),
+        "quotas.cash_exhausted": _("Quota group %(group)s spent its budget: %(exhausted)s"),
+        "quotas.cash_replenished": _("Quota group %(group)s has budget again"),
+    }
 
 
 class AuditLogView(PermissionMixin, TableMixin, TemplateView):

@@ -1013,6 +1013,25 @@ GLOSSARY.update({
 
 # Overview story and the quota journeys
 GLOSSARY.update({
+    "Needs attention": "需要关注", "Clusters not ready": "未就绪的集群", "not ready": "未就绪",
+    "Every cluster is ready.": "所有集群均已就绪。", "cluster %(name)s": "集群 %(name)s",
+    "Rollouts in flight": "进行中的发布", "No rollout is in flight.": "没有进行中的发布。",
+    "Degraded federated workloads": "异常的联邦工作负载", "No federated workload is degraded.": "没有异常的联邦工作负载。",
+    "Quota groups near their limit": "接近上限的配额分组", "Every quota group has room.": "所有配额分组都有余量。",
+    "and %(n)s more": "还有 %(n)s 项",
+    "used/hard of the fullest resource, written with every status.": "最满资源的 已用/上限，随每次状态写入更新。",
+    "Cluster %(cluster)s registered": "集群 %(cluster)s 已注册", "Cluster %(cluster)s removed": "集群 %(cluster)s 已移除",
+    "Cluster %(cluster)s cordoned": "集群 %(cluster)s 已禁止调度",
+    "Cluster %(cluster)s cordoned and draining": "集群 %(cluster)s 已禁止调度并正在排空",
+    "Cluster %(cluster)s uncordoned": "集群 %(cluster)s 已恢复调度",
+    "Cluster %(cluster)s unreachable: %(message)s": "集群 %(cluster)s 无法访问：%(message)s",
+    "Federated %(kind)s %(key)s changed": "联邦 %(kind)s %(key)s 已变更",
+    "Federated object %(key)s is %(phase)s": "联邦对象 %(key)s 状态为 %(phase)s",
+    "Federated object %(key)s deleted": "联邦对象 %(key)s 已删除",
+    "Quota group %(group)s spent its budget: %(exhausted)s": "配额分组 %(group)s 的预算已用完：%(exhausted)s",
+    "Quota group %(group)s has budget again": "配额分组 %(group)s 的预算已恢复",
+    "%(applied)s of %(targeted)s acknowledged": "已确认 %(applied)s / %(targeted)s", "%(n)s failed": "%(n)s 个失败",
+    "Failed nodes": "失败的节点", "All failed nodes": "全部失败的节点",
 })
 
 

@@ -41,8 +41,40 @@ def test_overview_goes_live_and_shows_events(page, asgi_server, viewer):
     page.locator("#stat-jobs-running", has_text="7").wait_for(timeout=10000)
     assert page.locator("#stat-workers").inner_text() == "2"
     publish_from_another_thread("fleet", "cluster.registered", {"cluster": "bj-9"})
-    page.locator("#event-feed", has_text="cluster.registered").wait_for(timeout=10000)
-    assert "system.status" not in page.locator("#event-feed").inner_text(), "heartbeats are not events people read"
+    entry = page.locator("#event-feed li", has_text="Cluster bj-9 registered")
+    entry.wait_for(timeout=10000)
+    assert entry.locator("a").get_attribute("href") == "/fleet/clusters/bj-9/", "the sentence links to what it is about"
+    feed = page.locator("#event-feed").inner_text()
+    assert "system.status" not in feed and "cluster.registered" not in feed, "sentences, not event types or heartbeats"
+
+
+def test_the_overview_lists_what_needs_attention_live_and_big_numbers_fit_their_cards(page, asgi_server, viewer):
+    """At fleet scale (200,000 nodes, 16 million cores) every stat stays inside its card, on a
+    laptop and a narrow window; a cluster going down appears in its section when the fleet's
+    next event arrives, linking to the cluster."""
+    from fleet.models import Cluster
+
+    Cluster.objects.create(name="big", connector="simulated", ready=True, node_count=200000, ready_node_count=198512,
+                           cpu_allocatable_milli=16_000_000_000, cpu_requested_milli=12_345_678_901)
+    log_in(page, asgi_server, viewer.username)
+    overflowing = """() => Array.from(document.querySelectorAll('.cards .stat, .attention > .card')).filter((card) =>
+        card.scrollWidth > card.clientWidth + 1 || Array.from(card.children).some((c) => c.getBoundingClientRect().right >
+        card.getBoundingClientRect().right + 1)).map((card) => card.textContent.trim())"""
+    for width in (1280, 760, 420):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{asgi_server}/")
+        assert page.locator("#stat-nodes").inner_text() == "198,512/200,000"
+        assert page.evaluate(overflowing) == [], f"a number spills out of its card at {width}px"
+
+    assert page.locator("#attention-clusters .attention-count").inner_text() == "0"
+    wait_js(page, "document.body.dataset.live === '1'")
+    page.wait_for_timeout(300)
+    Cluster.objects.create(name="bj-3", connector="simulated", ready=False, status_message="connection refused")
+    publish_from_another_thread("fleet", "cluster.registered", {"cluster": "bj-3"})
+    page.locator("#attention-clusters .attention-count", has_text="1").wait_for(timeout=10000)
+    link = page.locator("#attention-clusters a", has_text="bj-3")
+    assert link.get_attribute("href") == "/fleet/clusters/bj-3/"
+    assert "connection refused" in page.locator("#attention-clusters").inner_text()
 
 
 def test_theme_and_language_switch(page, asgi_server, viewer):
