@@ -1,0 +1,154 @@
+"""User journeys (/work/shared/spec/journeys.md) walked as written, in a real browser, on the demo
+fleet the seed commands make (``seed_demo``, ``seed_nodeconfig_demo``), with real workers
+delivering and the node agents answering through the real agent HTTP API."""
+
+from __future__ import annotations
+
+import io
+
+import httpx
+import pytest
+from django.core.management import call_command
+
+from core.live import publish_pending
+from core.models import Job, ObjectChange
+from fleet.models import Cluster, Node
+from fleet.tokens import issue_token
+from nodeconfig.models import ConfigTarget, ConfigType
+from nodeconfig.rollout import progress
+from nodeconfig.services import latest_delivery
+from tests.nodeconfig.conftest import type_key
+from tests.workers import purge_queues, shard_worker, wait_for_job
+
+from .conftest import wait_js
+from .test_console_live import log_in
+from .test_nodeconfig_live import counts_on, in_worker
+
+pytestmark = pytest.mark.browser
+KIND = "AdminQoSConfiguration"
+INCIDENT = "latency incident INC-4411"
+AGENT_ERROR = "write /sys/fs/cgroup/cpu/offline/cpu.max: device or resource busy"
+
+
+@pytest.fixture
+def demo(transactional_db, purge_shard_queues):
+    """The demo fleet (smaller than ``make run``'s 2,000 nodes, same seed) with the node config
+    demo's targets delivered by a real worker of the type's shard."""
+    admin_qos = ConfigType.objects.get(name=KIND)
+    purge_queues(type_key(admin_qos))
+    in_worker(lambda: call_command("seed_demo", nodes=300, stdout=io.StringIO()))
+    in_worker(lambda: call_command("seed_nodeconfig_demo", stdout=io.StringIO()))
+    with shard_worker(type_key(admin_qos), purge=False):
+        for job in Job.objects.filter(kind="nodeconfig.reconcile_type").exclude(status__in=Job.FINISHED):
+            wait_for_job(job, timeout=60)
+    return admin_qos
+
+
+class Agents:
+    """The node agents of one cluster, speaking the agent HTTP API: poll the config, report."""
+
+    def __init__(self, base: str, cluster: str) -> None:
+        token = issue_token(Cluster.objects.get(name=cluster), "agent")[1]
+        self.http = httpx.Client(base_url=f"{base}/api/agent/v1/clusters/{cluster}/nodes/",
+                                 headers={"Authorization": f"Bearer {token}"}, timeout=10)
+
+    def served(self, node: str) -> dict:
+        response = self.http.get(f"{node}/config")
+        assert response.status_code == 200, response.text
+        return response.json()["configs"][KIND]
+
+    def apply(self, nodes: list[str]) -> None:
+        for node in nodes:
+            response = self.http.post(f"{node}/status", json={"applied": {KIND: self.served(node)["hash"]}})
+            assert response.status_code == 204, response.text
+
+    def fail(self, nodes: list[str]) -> None:
+        for node in nodes:
+            response = self.http.post(f"{node}/status", json={"errors": {KIND: AGENT_ERROR}})
+            assert response.status_code == 204, response.text
+
+
+def deliver(target: ConfigTarget, admin_qos: ConfigType) -> None:
+    """A worker of the type's shard delivers the latest change, then the beat's coalesced summary."""
+    with shard_worker(type_key(admin_qos), purge=False):
+        assert wait_for_job(latest_delivery(target), timeout=60).status == Job.Status.SUCCEEDED
+    in_worker(publish_pending)
+
+
+def acknowledged_on(page, selector: str, applied: int, failed: int) -> None:
+    """Agents reported: the beat publishes one summary, the page's counts follow."""
+    in_worker(publish_pending)
+    page.locator(f'{selector} [data-count="applied"]', has_text=str(applied)).first.wait_for(timeout=15000)
+    assert counts_on(page, selector)["failed"] == failed
+
+
+def test_journey_1_switch_off_colocation_on_a_demo_cluster(demo, page, asgi_server, operator):
+    cluster = "bj-1"
+    nodes = sorted(Node.objects.filter(cluster__name=cluster).values_list("name", flat=True))
+    assert len(nodes) > 20, "a demo cluster of some size"
+    failing, first, rest = nodes[:3], nodes[3:len(nodes) // 2], nodes[len(nodes) // 2:]
+
+    # 03:00: the overview, Emergency downgrade, scope "cluster bj-1", the reason, the cluster's name.
+    log_in(page, asgi_server, operator.username)
+    page.goto(f"{asgi_server}/")
+    page.get_by_text("Emergency downgrade…").click()
+    page.check('#emergency-form input[name="scope"][value="cluster"]')
+    page.select_option("#emergency-form select[name=cluster]", cluster)
+    page.fill("#emergency-form [name=reason]", INCIDENT)
+    page.fill("#emergency-form [name=confirm]", cluster)
+    page.click("#emergency-form button[type=submit]")
+    page.wait_for_url(f"{asgi_server}/nodeconfig/targets/*/")
+    target = ConfigTarget.objects.get(emergency=True, deleted=False)
+    deliver(target, demo)
+
+    # Within seconds the panel shows every node of bj-1 targeted, then the acknowledgements climb.
+    page.goto(f"{asgi_server}/")
+    wait_js(page, "document.body.dataset.live === '1'")
+    page.wait_for_timeout(300)
+    panel = f'#emergency-panel .nc-progress[data-target-id="{target.pk}"]'
+    page.locator(f'{panel} [data-count="targeted"]', has_text=f"{len(nodes)}").wait_for(timeout=15000)
+    assert counts_on(page, panel)["applied"] == 0
+    agents = Agents(asgi_server, cluster)
+    assert agents.served(nodes[0])["config"]["reclaimedResourceConfig"]["enableReclaim"] is False, "served the downgrade"
+    agents.apply(first)
+    acknowledged_on(page, panel, len(first), 0)
+    agents.apply(rest)
+    agents.fail(failing)
+    acknowledged_on(page, panel, len(first) + len(rest), 3)
+    assert progress(target)["failed"] == 3
+
+    # A handful failed, with node names and agent errors, on the overview itself.
+    failures = page.locator("#attention-downgrades .attention-failures")
+    failures.wait_for(timeout=15000)
+    text = failures.inner_text()
+    assert all(node in text for node in failing) and AGENT_ERROR in text
+    assert failures.locator("a", has_text=failing[0]).get_attribute("href") == f"/nodeconfig/nodes/{cluster}/{failing[0]}/"
+
+    # The audit log has her name, the reason and the time.
+    page.goto(f"{asgi_server}/audit/?q=INC-4411")
+    row = page.locator("table tbody tr", has_text=operator.username).first
+    entry = ObjectChange.objects.filter(actor=operator.username, reason=INCIDENT).order_by("time").first()
+    assert entry is not None
+    assert INCIDENT in row.inner_text() and entry.time.strftime("%Y-%m-%d %H:%M") in row.inner_text()
+
+    # 05:30: Restore (a rollback to the previous revision), and the acknowledgements again.
+    page.goto(f"{asgi_server}/nodeconfig/targets/{target.pk}/")
+    page.fill("#restore-form [name=restore-reason]", "INC-4411 resolved")
+    page.click("#restore-form button[type=submit]")
+    page.wait_for_url(f"{asgi_server}/nodeconfig/targets/{target.pk}/")
+    assert page.locator("#progress-title").inner_text() == "Restore progress"
+    wait_js(page, "document.body.dataset.live === '1'")
+    page.wait_for_timeout(300)
+    deliver(target, demo)
+    bar = f'.nc-progress[data-target-id="{target.pk}"]'
+    moved_back = progress(ConfigTarget.objects.get(pk=target.pk))["targeted"]
+    assert moved_back > 0, "the demo's hybrid-for-disk-hdd nodes go back to their regular target"
+    page.locator(f'{bar} [data-count="targeted"]', has_text=str(moved_back)).wait_for(timeout=15000)
+    assert counts_on(page, bar)["applied"] == 0
+    assert all(agents.served(node)["config"]["reclaimedResourceConfig"]["enableReclaim"] is not False for node in nodes[:5])
+    agents.apply(nodes[: len(nodes) // 2])
+    climbing = progress(ConfigTarget.objects.get(pk=target.pk))["applied"]
+    acknowledged_on(page, bar, climbing, 0)
+    agents.apply(nodes[len(nodes) // 2:])
+    acknowledged_on(page, bar, moved_back, 0)
+    assert ObjectChange.objects.filter(actor=operator.username, reason="INC-4411 resolved").exists()
