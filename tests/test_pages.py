@@ -29,7 +29,7 @@ def test_navigation_and_live_indicator_are_on_every_page(client, viewer):
     html = client.get("/").content.decode()
     for label in ("Overview", "Node config", "Quotas", "Federation", "Scheduling", "Audit log"):
         assert f">{label}</a>" in html
-    assert 'id="live-indicator"' in html and 'data-topics="system fleet"' in html
+    assert 'id="live-indicator"' in html and 'data-topics="system fleet nodeconfig federation quotas"' in html, "the areas the overview lists"
 
 
 @pytest.mark.django_db
