@@ -32,7 +32,7 @@ def sector_fills(page) -> dict[str, str]:
       const fills = {};
       document.querySelectorAll(selector).forEach((slice) => {
         const label = slice.querySelector("text"), surface = slice.querySelector("path.surface");
-        if (label && surface) fills[label.textContent] = surface.style.fill;
+        if (label && surface) fills[(label.querySelector("tspan.line") || label).textContent] = surface.style.fill;
       });
       return fills;
     }""", SECTORS)
@@ -66,8 +66,30 @@ def test_the_treemap_draws_every_group_and_recolours_per_resource(page, asgi_ser
     assert "key=pods" in page.url
 
 
+def test_every_tile_is_framed_and_prints_its_values(page, asgi_server, viewer, tree):
+    """Groups at the same level of use have the same colour: without frames and values the map
+    read as one block of colour (the demo's tree, every group sized to 2/3 of its hard)."""
+    log_in(page, asgi_server, viewer.username)
+    page.goto(f"{asgi_server}/quotas/")
+    wait_js(page, f"document.querySelectorAll('{SECTORS}').length > 0")
+    tiles = page.evaluate("""(selector) => Array.from(document.querySelectorAll(selector)).map((slice) => {
+      const surface = slice.querySelector("path.surface"), style = getComputedStyle(surface);
+      return {text: slice.textContent, stroke: style.stroke, width: parseFloat(style.strokeWidth), fill: style.fill};
+    })""", SECTORS)
+    assert len(tiles) == len(tree) + 1
+    for tile in tiles:
+        assert tile["width"] >= 2 and tile["stroke"] not in (tile["fill"], "none"), f"{tile['text']} has no visible frame"
+    leaf = next(tile["text"] for tile in tiles if tile["text"].startswith("org-b"))
+    assert "0 / 20 limits.cpu (0%)" in leaf, f"the tile prints used / hard: {leaf!r}"
+    page.select_option("#quota-key", "pods")
+    wait_js(page, f"""() => Array.from(document.querySelectorAll('{SECTORS}')).some((s) => s.textContent.includes('pods'))""")
+    assert "0 / 3 pods (0%)" in page.locator(SECTORS, has_text="other").first.text_content()
+
+
 def sector_names(page) -> list[str]:
-    return page.evaluate("(selector) => Array.from(document.querySelectorAll(selector)).map((g) => g.textContent)", SECTORS)
+    """The groups' names: a tile's first line (the second prints used / hard)."""
+    return page.evaluate("""(selector) => Array.from(document.querySelectorAll(selector)).map((g) =>
+      (g.querySelector("text tspan.line") || g).textContent)""", SECTORS)
 
 
 def test_a_click_roots_the_map_at_a_group_and_links_to_it(page, asgi_server, viewer, tree):

@@ -104,8 +104,14 @@
     return {
       type: "treemap", ids: ids, labels: ids.map(function (id) { return id === FLEET ? labels.fleet || "Fleet" : id; }),
       parents: parents, values: values, branchvalues: "total", level: focus === null ? top : g[focus][0],
-      text: text, textinfo: "label", hovertemplate: "<b>%{label}</b><br>%{text}<extra></extra>",
-      marker: { colors: colors, colorscale: SCALE, cmin: 0, cmax: CMAX, showscale: true, line: { width: 1 },
+      // Every tile prints its name and used / hard (%), and is framed in the page's background
+      // colour with a band for its children: groups at the same level of use stay tiles, not one
+      // block of a single colour.
+      text: text, textinfo: "label+text", texttemplate: "<b>%{label}</b><br>%{text}",
+      hovertemplate: "<b>%{label}</b><br>%{text}<extra></extra>",
+      textfont: { color: "#1c2430" }, tiling: { pad: 3 },
+      marker: { colors: colors, colorscale: SCALE, cmin: 0, cmax: CMAX, showscale: true,
+                line: { width: 2, color: cssVar("--panel") || "#ffffff" }, pad: { t: 22, l: 4, r: 4, b: 4 },
                 colorbar: { title: { text: labels.used + " / " + labels.hard }, thickness: 10, tickformat: ".0%",
                             tickvals: [0, 0.25, 0.5, 0.75, 1] } },
       pathbar: { visible: true }
