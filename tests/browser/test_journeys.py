@@ -20,6 +20,8 @@ from nodeconfig.services import latest_delivery
 from tests.nodeconfig.conftest import type_key
 from tests.workers import purge_queues, shard_worker, wait_for_job
 
+from tests.conftest import PASSWORD
+
 from .conftest import wait_js
 from .test_console_live import log_in
 from .test_nodeconfig_live import counts_on, in_worker
@@ -152,3 +154,118 @@ def test_journey_1_switch_off_colocation_on_a_demo_cluster(demo, page, asgi_serv
     agents.apply(nodes[len(nodes) // 2:])
     acknowledged_on(page, bar, moved_back, 0)
     assert ObjectChange.objects.filter(actor=operator.username, reason="INC-4411 resolved").exists()
+
+
+# ---------------------------------------------------------------------------- journey 3
+
+A100 = "requests.nvidia.com/gpu.A100"
+GPU_HOURS = "cash/requests.nvidia.com/gpu"
+
+
+@pytest.fixture
+def quota_demo(transactional_db, django_user_model):
+    """The demo fleet and its quota tree; the AI platform owner owns BU vision (an admin's grant)."""
+    from quotas import services
+    from quotas.models import QuotaGroup
+    from tests.conftest import make_user
+
+    in_worker(lambda: call_command("seed_demo", nodes=300, stdout=io.StringIO()))
+    in_worker(lambda: call_command("seed_quotas_demo", stdout=io.StringIO()))
+    owner = make_user(django_user_model, "pia-platform", "viewer")
+    lead = make_user(django_user_model, "leo-lead", None)
+    in_worker(lambda: services.update_group(QuotaGroup.objects.get(name="vision"), owners=[owner.username], reason="BU owner"))
+    return owner, lead
+
+
+def hard_of(name: str) -> dict[str, str]:
+    from quotas.models import QuotaGroup
+
+    return QuotaGroup.objects.get(name=name).hard
+
+
+def with_line(lines: str, key: str, quantity: str) -> str:
+    """A “key: quantity” textarea with one key's quantity replaced."""
+    out = [f"{key}: {quantity}" if line.split(":", 1)[0].strip() == key else line for line in lines.splitlines()]
+    assert f"{key}: {quantity}" in out, f"{key} is not among the lines"
+    return "\n".join(out)
+
+
+def test_journey_3_quarterly_quota_planning_on_the_demo_tree(quota_demo, page, asgi_server, chromium):
+    from quotas.models import QuotaGroup
+
+    from .test_quotas_live import SECTORS, sector_fills, sector_names
+
+    owner, lead = quota_demo
+    # The quota tree of BU vision: a treemap of vision → detection, segmentation, ocr, coloured by usage.
+    log_in(page, asgi_server, owner.username)
+    page.goto(f"{asgi_server}/quotas/?key={A100}")
+    wait_js(page, f"document.querySelectorAll('{SECTORS}').length > 0")
+    page.locator(SECTORS, has_text="vision").first.click(position={"x": 5, "y": 5})
+    wait_js(page, "document.getElementById('quota-treemap').dataset.focus === 'vision'")
+    assert sorted(sector_names(page)) == ["vision", "vision-detection", "vision-ocr", "vision-segmentation"]
+    assert all(fill.startswith("rgb(") for fill in sector_fills(page).values()), "every tile coloured by its use"
+
+    # 40 A100 GPUs from ocr to detection, in one atomic operation.
+    page.goto(f"{asgi_server}/quotas/groups/vision-ocr/")
+    page.select_option("#id_move-target", "vision-detection")
+    page.fill("#id_move-amount", f"{A100}: 40")
+    page.fill("#id_move-reason", "Q3 planning: detection trains more")
+    page.click("#move-form button[type=submit]")
+    page.wait_for_url(f"{asgi_server}/quotas/groups/vision-ocr/**")
+    assert hard_of("vision-ocr")[A100] == "88" and hard_of("vision-detection")[A100] == "168"
+    assert ObjectChange.objects.filter(actor=owner.username, verb="move_quota").count() == 2, "one audited move, both sides"
+
+    # segmentation gets 20,000 GPU-hours for the quarter.
+    page.goto(f"{asgi_server}/quotas/groups/vision-segmentation/")
+    lines = page.input_value("#id_resize-hard")
+    page.fill("#id_resize-hard", with_line(lines, GPU_HOURS, "20000"))
+    page.fill("#id_resize-reason", "Q3 GPU-hours")
+    page.click("#resize-form button[type=submit]")
+    page.wait_for_url(f"{asgi_server}/quotas/groups/vision-segmentation/**")
+    assert hard_of("vision-segmentation")[GPU_HOURS] == "20k"
+    assert page.locator("#quota-cash-chart").is_visible(), "its burn-down chart is there"
+
+    # detection is delegated to its lead...
+    page.goto(f"{asgi_server}/quotas/groups/vision-detection/")
+    page.fill("#id_owners-owners", lead.username)
+    page.click("#owners-form button[type=submit]")
+    page.wait_for_url(f"{asgi_server}/quotas/groups/vision-detection/**")
+    assert list(QuotaGroup.objects.get(name="vision-detection").owners.values_list("username", flat=True)) == [lead.username]
+
+    # ...who, signed in himself (no role, only the delegation), splits it among three teams.
+    context = chromium.new_context(locale="en-US")
+    try:
+        lead_page = context.new_page()
+        lead_page.goto(f"{asgi_server}/quotas/groups/vision-detection/")
+        lead_page.fill("#id_username", lead.username)
+        lead_page.fill("#id_password", PASSWORD)
+        lead_page.click("button[type=submit]")
+        lead_page.wait_for_url(f"{asgi_server}/quotas/groups/vision-detection/")
+        assert lead_page.locator("#move-form").count() == 0, "he manages below detection, not detection itself"
+        for team in ("face", "vehicle", "retail"):
+            lead_page.goto(f"{asgi_server}/quotas/groups/vision-detection/")
+            lead_page.fill("#child_name", f"vision-detection-{team}")
+            lead_page.fill("#child_hard", with_line(lead_page.input_value("#child_hard"), A100, "24"))
+            lead_page.fill("#child_reason", "Q3 split")
+            lead_page.click("#child-form button[type=submit]")
+            lead_page.wait_for_url(f"{asgi_server}/quotas/groups/vision-detection-{team}/")
+        lead_page.goto(f"{asgi_server}/quotas/groups/vision/")
+        assert lead_page.locator("#resize-form").count() == 0, "nothing above his subtree"
+    finally:
+        context.close()
+    teams = QuotaGroup.objects.filter(parent__name="vision-detection")
+    assert sorted(teams.values_list("name", flat=True)) == [f"vision-detection-{t}" for t in ("face", "retail", "vehicle")]
+    assert all(team.hard[A100] == "24" for team in teams)
+    assert ObjectChange.objects.filter(actor=lead.username, action="create").count() == 3
+
+    # A week later a 64 × A100 training job is refused at admission, through the webhook over HTTP.
+    from tests.quotas.conftest import deployment, review
+
+    token = issue_token(Cluster.objects.get(name="bj-1"), "webhook")[1]
+    job = deployment("train-det-v9", group="vision-detection", cpu="8", memory="64Gi", replicas=8, gpus=8, gpu_type="A100")
+    answer = httpx.post(f"{asgi_server}/api/admission/v1/quotas/validate", json=review(job),
+                        headers={"Authorization": f"Bearer {token}"}, timeout=10).json()["response"]
+    message = answer["status"]["message"]
+    assert answer["allowed"] is False
+    assert "vision-detection" in message and "requests.nvidia.com/gpu" in message and "64" in message
+    assert "used" in message and "hard" in message, message

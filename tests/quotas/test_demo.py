@@ -34,9 +34,13 @@ def demo(db) -> list[Cluster]:
 
 def test_the_demo_tree_is_sized_to_the_fleet_and_consistent(demo):
     call_command("seed_quotas_demo", if_empty=True)
-    assert set(QuotaGroup.objects.values_list("name", flat=True)) == set(QUOTA_GROUPS)
+    assert set(QuotaGroup.objects.values_list("name", flat=True)) == set(QUOTA_GROUPS) | {"vision-segmentation"}
     vision = QuotaGroup.objects.get(name="vision")
-    assert sorted(vision.children.values_list("name", flat=True)) == ["vision-detection", "vision-ocr"]
+    assert sorted(vision.children.values_list("name", flat=True)) == ["vision-detection", "vision-ocr", "vision-segmentation"]
+    a100 = "requests.nvidia.com/gpu.A100"
+    for child in vision.children.all():
+        assert child.hard[a100] == "128" and parse_quantity(child.used[a100]) <= parse_quantity("88"), \
+            f"{child.name}: room to give 40 A100s away (journey 3)"
     for group in QuotaGroup.objects.all():
         used, hard = parse_quantity(group.used["limits.cpu"]), parse_quantity(group.hard["limits.cpu"])
         assert used <= hard, group.name
@@ -44,7 +48,7 @@ def test_the_demo_tree_is_sized_to_the_fleet_and_consistent(demo):
             assert used.as_decimal() >= hard.as_decimal() / 2, f"{group.name} is sized to its usage"
     assert set(vision.children.first().hard) >= set(vision.hard), "children carry every key of their parent"
     call_command("seed_quotas_demo", if_empty=True)
-    assert QuotaGroup.objects.count() == len(QUOTA_GROUPS), "seeding twice changes nothing"
+    assert QuotaGroup.objects.count() == len(QUOTA_GROUPS) + 1, "seeding twice changes nothing"
     assert resync_all()["groups_changed"] == 0, "the seeded status is what a resync computes"
 
 

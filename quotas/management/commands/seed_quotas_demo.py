@@ -14,16 +14,20 @@ from quotas import services
 from quotas.models import QuotaGroup
 from quotas.reconcile import resync_all
 
-TREE = {"vision": None, "vision-detection": "vision", "vision-ocr": "vision", "search-core": None, "ads-serving": None,
-        "recsys-online": None}
+#: vision-segmentation runs nothing in the simulated fleet yet: journey 3 plans its quarter.
+TREE = {"vision": None, "vision-detection": "vision", "vision-segmentation": "vision", "vision-ocr": "vision",
+        "search-core": None, "ads-serving": None, "recsys-online": None}
 KEYS = ("limits.cpu", "limits.memory", "requests.nvidia.com/gpu", "pods")
-EXTRA = {"vision": {"cash/requests.nvidia.com/gpu": "5000"}, "search-core": {"limits.cpu.A4": "0"}}
+A100 = "requests.nvidia.com/gpu.A100"
+#: vision's GPU-hours and its A100s, of which each child gets a quarter (journey 3 moves them).
+EXTRA = {"vision": {"cash/requests.nvidia.com/gpu": "100000", A100: "512"}, "search-core": {"limits.cpu.A4": "0"}}
 ROOMY = {"limits.cpu": "100000", "limits.memory": "1000Ti", "requests.nvidia.com/gpu": "10000", "pods": "100000"}
 HEADROOM = 1.5
 
 
 class Command(BaseCommand):
-    help = "Create the demo quota tree (vision → detection/ocr, search-core, ads-serving, recsys-online) unless groups exist."
+    help = ("Create the demo quota tree (vision → detection/segmentation/ocr, search-core, ads-serving, recsys-online) "
+            "unless groups exist.")
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--if-empty", action="store_true", help="do nothing when any quota group exists")
@@ -32,13 +36,14 @@ class Command(BaseCommand):
         if options["if_empty"] and QuotaGroup.objects.exists():
             self.stdout.write("quota demo: groups already exist; nothing to seed")
             return
-        assert set(TREE) == set(QUOTA_GROUPS)
+        assert set(QUOTA_GROUPS) <= set(TREE), "every group the simulated workloads name exists"
         with acting_as("system:seed-demo"):
             for name, parent in TREE.items():
-                hard = dict(ROOMY, **{k: v for k, v in EXTRA.get(name, {}).items() if k.startswith("cash/")})
+                hard = dict(ROOMY, **{k: v for k, v in EXTRA.get(name, {}).items() if k.startswith("cash/") or k == A100})
                 if parent == "vision":
                     hard = {k: str(int(v.rstrip("Ti")) // 4) + ("Ti" if v.endswith("Ti") else "") for k, v in ROOMY.items()}
                     hard["cash/requests.nvidia.com/gpu"] = "1000"
+                    hard[A100] = "128"
                 services.create_group(name=name, parent=parent, hard=hard, description=f"demo business group {name}",
                                       reason="demo seed")
             resync_all()
