@@ -361,12 +361,14 @@ def cash_chart(group: QuotaGroup, now: datetime | None = None) -> dict[str, Any]
         points = [(time, Quantity.parse(str(values[key]))) for time, values, _ in samples if key in values]
         rate = acc.burn_rate(burn_points(samples, key))
         last_time, last_used = points[-1] if points else (now or timezone.now(), used.get(key, Quantity.from_int(0)))
+        exhaustion = acc.projected_exhaustion(hard[key], last_used, rate, last_time)
         series.append({
             "key": key, "hard": number(group.hard[key]), "hard_text": readable(str(group.hard[key])),
             "used_text": readable(str(group.used.get(key, "0"))), "exhausted": key in (group.cash_exhausted or []),
             "times": [t for t, _ in points], "used": [float(q.as_decimal()) for _, q in points],
             "rate": float(rate) if rate is not None else None,
-            "exhaustion": acc.projected_exhaustion(hard[key], last_used, rate, last_time),
+            "exhaustion": exhaustion,
+            "days_left": (exhaustion - (now or timezone.now())).days if exhaustion else None,
         })
     return {"series": series}
 

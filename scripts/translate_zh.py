@@ -1013,6 +1013,7 @@ GLOSSARY.update({
 
 # Overview story and the quota journeys
 GLOSSARY.update({
+    "in %(days)s day": "%(days)s 天后",
     "Needs attention": "需要关注", "Clusters not ready": "未就绪的集群", "not ready": "未就绪",
     "Every cluster is ready.": "所有集群均已就绪。", "cluster %(name)s": "集群 %(name)s",
     "Rollouts in flight": "进行中的发布", "No rollout is in flight.": "没有进行中的发布。",

@@ -5,6 +5,7 @@ delivering and the node agents answering through the real agent HTTP API."""
 from __future__ import annotations
 
 import io
+from datetime import datetime, timedelta
 
 import httpx
 import pytest
@@ -12,11 +13,12 @@ from django.core.management import call_command
 
 from core.live import publish_pending
 from core.models import Job, ObjectChange
-from fleet.models import Cluster, Node
+from fleet.models import Cluster, Node, Pod, Workload
 from fleet.tokens import issue_token
 from nodeconfig.models import ConfigTarget, ConfigType
 from nodeconfig.rollout import progress
 from nodeconfig.services import latest_delivery
+from quotas.models import CashSample
 from tests.nodeconfig.conftest import type_key
 from tests.workers import purge_queues, shard_worker, wait_for_job
 
@@ -269,3 +271,47 @@ def test_journey_3_quarterly_quota_planning_on_the_demo_tree(quota_demo, page, a
     assert answer["allowed"] is False
     assert "vision-detection" in message and "requests.nvidia.com/gpu" in message and "64" in message
     assert "used" in message and "hard" in message, message
+
+    # ...and the burn-down shows segmentation exhausting its GPU-hours in 9 days: a week of its
+    # training job's pod time (13 pods × 4 GPUs), accrued by the reconciler day by day.
+    week_ago = run_segmentation_training(gpus=52, days=7)
+    page.goto(f"{asgi_server}/quotas/groups/vision-segmentation/")
+    wait_js(page, "document.querySelector('#quota-cash-chart .main-svg') !== null")
+    exhaustion = page.locator(".qt-exhaustion").first
+    projected = datetime.fromisoformat(exhaustion.get_attribute("datetime"))
+    last = CashSample.objects.filter(group__name="vision-segmentation").latest("time").time
+    assert last - week_ago == timedelta(days=7)
+    # 52 GPU-hours an hour: 8,736 of 20,000 spent, 11,264 left: 9.03 days at that rate.
+    assert timedelta(days=9) <= projected - last < timedelta(days=9, hours=2), (projected, last)
+    assert page.locator(".qt-exhaustion-in").first.inner_text() == "(in 9 days)"
+
+
+def run_segmentation_training(*, gpus: int, days: int) -> datetime:
+    """The inventory as a sync writes it for a training job of vision-segmentation that ran the
+    last ``days`` days (pods of 4 GPUs on a demo cluster), its ledger charge (``sync_ledger``),
+    and the cash reconciler accruing once a day until now. Returns when the job started."""
+    from django.utils import timezone
+
+    from quotas.models import QuotaGroup
+    from quotas.reconcile import accrue_cash, sync_ledger
+
+    cluster = Cluster.objects.get(name="bj-1")
+    now = timezone.now().replace(microsecond=0)
+    start = now - timedelta(days=days)
+    per_pod = {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "4"}
+    labels = {"app": "train-seg", "biz.group.resource.quota": "vision-segmentation"}
+    workload = Workload.objects.create(cluster=cluster, namespace="vision", api_version="apps/v1", kind="Deployment",
+                                       name="train-seg", labels=labels, replicas=gpus // 4, ready_replicas=gpus // 4,
+                                       pod_requests=per_pod, pod_limits=per_pod, gpu_request=4)
+    Pod.objects.bulk_create(Pod(cluster=cluster, namespace="vision", name=f"train-seg-{i}", uid=f"train-seg-{i}", workload=workload,
+                                owner_kind="ReplicaSet", owner_name="train-seg-1", labels=labels, phase="Running", requests=per_pod,
+                                limits=per_pod, gpu_request=4, started_at=start) for i in range(gpus // 4))
+
+    def accrue() -> None:
+        sync_ledger(cluster, [("vision", "Deployment", "train-seg")])
+        QuotaGroup.objects.filter(name="vision-segmentation").update(last_reconcile_time=start)
+        for day in range(1, days + 1):
+            accrue_cash(start + timedelta(days=day))
+
+    in_worker(accrue)
+    return start
