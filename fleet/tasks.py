@@ -35,6 +35,10 @@ def cluster_shard_key(cluster_name: str) -> str:
     return f"cluster/{cluster_name}"
 
 
+#: Why a periodic sync leaves a watched cluster alone.
+WATCHED = "watched: its watcher writes every change"
+
+
 @sharded_task(shard_key=cluster_shard_key, name="fleet.sync_cluster", ignore_result=True)
 def sync_cluster_task(cluster_name: str, requested: bool = False) -> dict | None:
     """Sync one cluster, one sync per cluster at a time.
@@ -42,6 +46,8 @@ def sync_cluster_task(cluster_name: str, requested: bool = False) -> dict | None
     A periodic sync that finds one running is skipped (the running one does the work); a
     requested one (a user's "sync now", a registration) runs after it (``LockBusy`` retries).
     """
+    if not requested and is_held(_watch_lease(cluster_name)):
+        return {"cluster": cluster_name, "skipped": WATCHED}  # before the sync lock, which its writer takes now and then
     try:
         with hold(_sync_lock(cluster_name)):
             cluster = Cluster.objects.filter(name=cluster_name).first()
@@ -65,7 +71,7 @@ def _sync(cluster: Cluster, requested: bool = False) -> dict:
     informers = informers_for(cluster.pk, _fingerprint(cluster)) if cluster.connector == Cluster.ConnectorKind.KUBERNETES else None
     if informers is not None and not requested:
         if informers.watching() or is_held(_watch_lease(cluster.name)):
-            return {"cluster": cluster.name, "skipped": "watched: its watcher writes every change"}
+            return {"cluster": cluster.name, "skipped": WATCHED}
         if informers.backing_off():
             return {"cluster": cluster.name, "skipped": f"backing off after {informers.failures} failed syncs"}
     try:

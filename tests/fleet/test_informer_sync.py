@@ -128,8 +128,8 @@ def test_a_watched_cluster_shows_a_label_change_without_waiting_for_a_sync(api_s
     """The periodic sync starts the cluster's watcher (holding its lease); from then on a
     relabelled node reaches the inventory with no sync run, and periodic syncs leave the
     cluster to the watcher. Before watchers, the change waited for the next sync."""
-    from core.locks import is_held
-    from fleet.tasks import sync_cluster_task
+    from core.locks import hold, is_held
+    from fleet.tasks import WATCHED, sync_cluster_task
 
     settings.MERIDIAN_CLUSTER_WATCH_SECONDS = 2
     api, url = api_server
@@ -147,7 +147,10 @@ def test_a_watched_cluster_shows_a_label_change_without_waiting_for_a_sync(api_s
         _until(lambda: not Node.objects.filter(cluster=cluster, name="n0008").exists())
         lists = api.count("GET", "/api/v1/nodes", watch=None)
         skipped = wait_for_job(sync_cluster_task.delay("k8s-3").id)
-        assert "watched" in skipped.result["skipped"]
+        assert skipped.result["skipped"] == WATCHED
+        with hold("fleet-sync-k8s-3", wait=10):  # as the watcher's writer does while it writes
+            busy = wait_for_job(sync_cluster_task.delay("k8s-3").id)
+        assert busy.result["skipped"] == WATCHED, "the watched cluster, not a sync said to be running"
         assert api.count("GET", "/api/v1/nodes", watch=None) == lists == NODES // 500, "listed once, at registration"
 
         api.fail(503, match="/api/v1/pods")  # a failing watch shows on the cluster
