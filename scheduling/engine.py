@@ -324,7 +324,6 @@ class _LocalPlan:
     constant: int
     want: int
     vector: Any = None  # ``value`` over many nodes at once (``noderesources.fused_value``), or None
-    columns: Any = None  # the ``NodeColumns`` it reads
 
 
 class _LocalMemo:
@@ -589,9 +588,8 @@ class Scheduler:
                 return total
 
         want = num_feasible_nodes_to_find(self.policy.percentage_of_nodes_to_score, len(nodes))
-        vector = getattr(value, "vector", None) if self.vectorise else None
-        columns = self.cluster.columns() if vector is not None and nodes is self.cluster.nodes else None
-        return _LocalPlan(memo, value, nodes, constant, want, vector if columns is not None else None, columns)
+        vector = getattr(value, "vector", None) if self.vectorise and nodes is self.cluster.nodes else None
+        return _LocalPlan(memo, value, nodes, constant, want, vector)
 
     def _local_scan(self, plan: _LocalPlan) -> Placement | None:
         """One pod's filter and score over the plan's kept values (see ``_local_plan``)."""
@@ -601,11 +599,12 @@ class Scheduler:
         positions = memo.passing.positions
         n = len(nodes)
 
-        vector = plan.vector
+        columns = self.cluster.columns() if plan.vector is not None else None  # None once a quantity outgrew them
+        vector = plan.vector if columns is not None else None
 
         def resolve(lo: int, hi: int, unknown: int) -> None:
             if vector is not None and unknown >= _VECTOR_FROM:
-                arr[lo:hi] = vector(plan.columns, memo.at()[lo:hi]).tolist()  # known values come out the same
+                arr[lo:hi] = vector(columns, memo.at()[lo:hi]).tolist()  # known values come out the same
                 return
             for k in range(lo, hi):
                 if arr[k] == _UNKNOWN:

@@ -444,13 +444,14 @@ def test_the_vectorised_window_equals_the_per_node_value(nodes: list[tuple[str, 
     info = PodInfo(make_pod().name("p").req({"cpu": cpu, "memory": memory}).obj())
     pre = scheduler._prefilter(info)
     plan = scheduler._local_plan(info, pre) if not isinstance(pre, str) else None
-    if plan is None or getattr(plan.value, "vector", None) is None:
+    if plan is None or plan.vector is None:
         return  # no fused path for this pod (e.g. nothing requested): nothing vectorised either
     expected = [plan.value(plan.nodes[p]) for p in plan.memo.passing.positions]
-    if plan.columns is None:  # placed pods summed past 2**55 on some node
+    columns = scheduler.cluster.columns()
+    if columns is None:  # placed pods summed past 2**55 on some node
         assert not all(NodeColumns.representable(NodeColumns.row(n)) for n in scheduler.cluster.nodes)
         return
-    assert plan.vector(plan.columns, plan.memo.at()).tolist() == expected
+    assert plan.vector(columns, plan.memo.at()).tolist() == expected
 
 
 def test_quantities_beyond_64_bits_keep_the_per_node_path() -> None:
@@ -460,8 +461,7 @@ def test_quantities_beyond_64_bits_keep_the_per_node_path() -> None:
     scheduler = Scheduler(Policy.default(), objs)
     assert scheduler.cluster.columns() is None
     info = PodInfo(make_pod().name("p").req({"cpu": "1", "memory": "1Gi"}).obj())
-    plan = scheduler._local_plan(info, scheduler._prefilter(info))
-    assert plan is not None and plan.vector is None and plan.columns is None
+    assert scheduler._local_plan(info, scheduler._prefilter(info)) is not None
     replicas = [make_pod().name(f"r{i}").req({"cpu": "1", "memory": "1Gi"}).obj() for i in range(6)]
     plain = Scheduler(Policy.default(), objs)
     plain.local_cycle = False
@@ -470,6 +470,18 @@ def test_quantities_beyond_64_bits_keep_the_per_node_path() -> None:
     assert grown.cluster.columns() is not None
     grown.schedule(make_pod().name("big").req({"cpu": "1", "memory": "29Pi"}).obj())
     assert grown.cluster.columns() is not None  # 29 PiB requested: still below the limit
+    # A placement decided elsewhere (``assume``) takes a node past the limit: the columns retire,
+    # and the scans after it, with the shape's kept scores, go node by node as the full cycle.
+    nodes = [node(f"n{i:02d}", cpu="64", mem="30Pi") for i in range(40)]
+    fast, full = Scheduler(Policy.default(), nodes), Scheduler(Policy.default(), nodes)
+    full.local_cycle = False
+    first = [make_pod().name(f"a{i}").req({"cpu": "1", "memory": "1Gi"}).obj() for i in range(3)]
+    assert fast.schedule_replicas(first) == [full.schedule(copy.deepcopy(p)) for p in first]
+    for scheduler in (fast, full):
+        scheduler.assume(make_pod().name("huge").req({"cpu": "1", "memory": "40Pi"}).obj(), "n05")
+    assert fast.cluster.columns() is None
+    rest = [make_pod().name(f"b{i}").req({"cpu": "1", "memory": "1Gi"}).obj() for i in range(5)]
+    assert fast.schedule_replicas(rest) == [full.schedule(copy.deepcopy(p)) for p in rest]
 
 
 def test_vectorised_scoring_places_the_simulated_fleet_as_the_per_node_path() -> None:
