@@ -24,6 +24,7 @@ def free_port() -> int:
 def serve(app: Any, **options: Any) -> Iterator[str]:
     """Run the ASGI ``app`` with uvicorn in a thread on a free loopback port; yields its URL."""
     port = free_port()
+    options.setdefault("timeout_graceful_shutdown", 3)  # open websockets are closed, not waited for
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="off", log_level="warning", **options))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -37,6 +38,13 @@ def serve(app: Any, **options: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        # The channel layer is one per process and remembers the event loop receiving on it: a
+        # websocket this server still held (a page left open) would keep that loop receiving,
+        # and the next server's or test's consumers would be refused ("Two event loops are
+        # trying to receive() on one channel layer at once!"). Each server gets a fresh layer.
+        from channels.layers import channel_layers
+
+        channel_layers.backends.clear()
 
 
 @pytest.fixture
