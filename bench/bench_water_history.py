@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -29,17 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from bench_federation_console import timed  # noqa: E402  (best and median of warm runs)
 from django_setup import setup_django  # noqa: E402
-
-
-def timed(fn, repeat: int = 5):
-    fn()
-    times, result = [], None
-    for _ in range(repeat):
-        started = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - started)
-    return min(times), statistics.median(times), result
 
 
 def make_fleet(clusters: int) -> None:
