@@ -168,7 +168,7 @@ def _write_pods(cluster: Cluster, snapshot: Snapshot, workload_ids: dict, report
     """Pods that vanish are kept, closed with ``finished_at``: quota accounting needs their history."""
     existing = {uid: (pk, digest) for pk, uid, digest in Pod.objects.filter(cluster=cluster, finished_at__isnull=True).values_list(
         "pk", "uid", "content_hash")}
-    known_finished = set(Pod.objects.filter(cluster=cluster, finished_at__isnull=False, uid__in=list(snapshot.pods)).values_list("uid", flat=True))
+    known_finished = _finished_uids(cluster, [uid for uid in snapshot.pods if uid not in existing])
     create, update = [], []
     for uid, facts in snapshot.pods.items():
         row = facts.row()
@@ -186,6 +186,18 @@ def _write_pods(cluster: Cluster, snapshot: Snapshot, workload_ids: dict, report
     for start in range(0, len(gone), BATCH):
         Pod.objects.filter(pk__in=gone[start : start + BATCH]).update(finished_at=now)
     report.created["pods"], report.updated["pods"], report.deleted["pods"] = len(create), len(update), len(gone)
+
+
+def _finished_uids(cluster: Cluster, uids: list[str]) -> set[str]:
+    """Those of ``uids`` the cluster's closed pods hold. Only pods not open here can be, and a
+    cluster with no closed pod (its first sync) needs no lookup: an IN over every pod of a
+    large cluster costs more than the rest of writing them."""
+    if not uids or not Pod.objects.filter(cluster=cluster, finished_at__isnull=False).exists():
+        return set()
+    found: set[str] = set()
+    for start in range(0, len(uids), BATCH):
+        found.update(Pod.objects.filter(cluster=cluster, finished_at__isnull=False, uid__in=uids[start : start + BATCH]).values_list("uid", flat=True))
+    return found
 
 
 def _write_status(cluster: Cluster, version: str, api_resources: list[str], errors: list[str], now: datetime) -> None:

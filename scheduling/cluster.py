@@ -215,6 +215,10 @@ _SHAPE_DERIVED = ("group_key", "terms", "tolerations", "_requests", "_has_status
                   "fit_request", "plain_requests", "virtual_request", "resource_key")
 
 
+#: What ``PodInfo.__init__`` reads that siblings share (all it reads but name and nodeName).
+_SIBLING_FIELDS = ("namespace", "labels", "annotations", "phase", "has_pod_affinity")
+
+
 class PodInfo:
     """One pod as the plugins read it; every derived value is computed on first use and kept."""
 
@@ -245,12 +249,17 @@ class PodInfo:
         template, or this pod once bound. The derived values (requests, parsed affinity terms,
         tolerations) are shared rather than computed again: they are never mutated, and
         computing them is most of a scheduling cycle's cost when replicas are placed in bulk."""
-        info = PodInfo(pod)
+        if not isinstance(pod, Mapping):
+            raise PodSpecError(f"a pod must be a mapping, got {type(pod).__name__}")
         if self.shape is None:
             self.shape = object()
-        info.shape = self.shape
         derived = self.__dict__
+        info = PodInfo.__new__(PodInfo)  # what ``__init__`` reads of the pod is this pod's, but for two fields
+        info.__dict__.update({name: derived[name] for name in _SIBLING_FIELDS})
         info.__dict__.update({name: derived[name] for name in _SHAPE_DERIVED if name in derived})
+        info.pod, info.assumed, info.shape = pod, False, self.shape
+        info.name = str(_section(pod, "metadata").get("name") or "")
+        info.node_name = str(_section(pod, "spec").get("nodeName") or "")
         return info
 
     @property
@@ -560,8 +569,8 @@ class NodeColumns:
         return (node.alloc_cpu, node.alloc_mem, node.alloc_pods, node.req_cpu, node.req_mem, node.nz_cpu, node.nz_mem, len(node.pods))
 
     @classmethod
-    def representable(cls, values: Iterable[int]) -> bool:
-        return all(-cls.LIMIT < v < cls.LIMIT for v in values)
+    def representable(cls, values: Sequence[int]) -> bool:
+        return -cls.LIMIT < min(values) and max(values) < cls.LIMIT
 
     @classmethod
     def of(cls, nodes: Sequence[NodeInfo]) -> NodeColumns | None:
