@@ -40,12 +40,14 @@ def sync_specs(specs) -> int:
     from django.db import connections
 
     from core.context import acting_as
+    from core.worker_signals import freeze_startup_heap
     from fleet.connectors.simulated import SimulatedConnector
     from fleet.models import Cluster
     from fleet.simstore import DatabaseObjectStore
     from fleet.sync import sync_cluster
 
     connections.close_all()
+    freeze_startup_heap()  # as a Celery pool process does when it starts (worker_process_init)
     pods = 0
     with acting_as("system:bench"):
         for spec in specs:
