@@ -22,7 +22,7 @@ from federation.models import FederatedObject
 from fleet.models import Cluster
 from nodeconfig import rollout
 from nodeconfig.models import ConfigTarget, NodeConfig
-from nodeconfig.views import node_state_q
+from nodeconfig.filtersets import node_state_q
 from quotas.models import QuotaGroup
 
 #: Rows shown per section; the section's link leads to the whole list.

@@ -23,6 +23,20 @@ STATE_Q = {
 }
 
 
+def current_q(target: ConfigTarget) -> Q:
+    """Rows that run the target's current revision (directly, or under an emergency override)."""
+    if target.emergency:
+        return Q(revision_id=target.revision_id)
+    return Q(revision_id=target.revision_id) | Q(base_revision_id=target.revision_id)
+
+
+def node_state_q(target: ConfigTarget, state: str) -> Q:
+    """STATE_Q relative to this target: a node still on an older revision is held back."""
+    if state == "held":
+        return STATE_Q["held"] | ~current_q(target)
+    return STATE_Q[state] & current_q(target)
+
+
 class NodeConfigFilterSet(django_filters.FilterSet):
     cluster = django_filters.CharFilter(field_name="cluster__name")
     node = django_filters.CharFilter(field_name="node__name")

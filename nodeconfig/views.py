@@ -35,7 +35,7 @@ from fleet.models import Cluster, Node
 
 from . import rollout, services
 from .agent import effective_config
-from .filtersets import STATE_Q
+from .filtersets import node_state_q
 from .forms import (
     EmergencyForm,
     ImportForm,
@@ -159,20 +159,6 @@ class ConfigTypeListView(PermissionMixin, TableMixin, TemplateView):
 
 
 # ---------------------------------------------------------------------------- one target
-
-def current_q(target: ConfigTarget) -> Q:
-    """Rows that run the target's current revision (directly, or under an emergency override)."""
-    if target.emergency:
-        return Q(revision_id=target.revision_id)
-    return Q(revision_id=target.revision_id) | Q(base_revision_id=target.revision_id)
-
-
-def node_state_q(target: ConfigTarget, state: str) -> Q:
-    """STATE_Q relative to this target: a node still on an older revision is held back."""
-    if state == "held":
-        return STATE_Q["held"] | ~current_q(target)
-    return STATE_Q[state] & current_q(target)
-
 
 class TargetDetailView(RevisionDiffMixin, PermissionMixin, DetailView):
     """Spec, status, live progress, history with diff, the write forms, and the node table."""
