@@ -17,12 +17,13 @@ SECTORS = "#quota-treemap .treemaplayer g.slice"
 
 @pytest.fixture
 def tree(transactional_db) -> list[str]:
-    """Two roots; on pods "org-a" is exactly full (its child carved all of it), on limits.cpu it is a quarter used."""
-    services.create_group(name="org", parent=None, hard={"limits.cpu": "100", "pods": "100"})
-    services.create_group(name="org-a", parent="org", hard={"limits.cpu": "40", "pods": "10"})
-    services.create_group(name="org-b", parent="org", hard={"limits.cpu": "20", "pods": "5"})
-    services.create_group(name="org-a-1", parent="org-a", hard={"limits.cpu": "10", "pods": "10"})
-    services.create_group(name="other", parent=None, hard={"limits.cpu": "30", "pods": "3"})
+    """Two roots; on pods "org-a" is exactly full (its child carved all of it), on limits.cpu it
+    is a quarter used (thousands of cores: the tiles print them grouped)."""
+    services.create_group(name="org", parent=None, hard={"limits.cpu": "10000", "pods": "100"})
+    services.create_group(name="org-a", parent="org", hard={"limits.cpu": "4000", "pods": "10"})
+    services.create_group(name="org-b", parent="org", hard={"limits.cpu": "2000", "pods": "5"})
+    services.create_group(name="org-a-1", parent="org-a", hard={"limits.cpu": "1000", "pods": "10"})
+    services.create_group(name="other", parent=None, hard={"limits.cpu": "3000", "pods": "3"})
     return ["org", "org-a", "org-a-1", "org-b", "other"]
 
 
@@ -53,7 +54,7 @@ def test_the_treemap_draws_every_group_and_recolours_per_resource(page, asgi_ser
     assert sorted(name for name in fills if name in tree) == tree
     assert page.locator(SECTORS).count() == len(tree) + 1, "every group, plus one fleet sector over the two roots"
     assert fills["org-a"] != RED and RED not in fills.values(), "on limits.cpu nothing is full"
-    assert "10 / 40" in page.locator('#quota-tree li[data-i="1"]').first.inner_text()
+    assert "1,000 / 4,000" in page.locator('#quota-tree li[data-i="1"]').first.inner_text()
 
     page.select_option("#quota-key", "pods")
     wait_js(page, f"""() => Array.from(document.querySelectorAll('{SECTORS}'))
@@ -80,7 +81,7 @@ def test_every_tile_is_framed_and_prints_its_values(page, asgi_server, viewer, t
     for tile in tiles:
         assert tile["width"] >= 2 and tile["stroke"] not in (tile["fill"], "none"), f"{tile['text']} has no visible frame"
     leaf = next(tile["text"] for tile in tiles if tile["text"].startswith("org-b"))
-    assert "0 / 20 limits.cpu (0%)" in leaf, f"the tile prints used / hard: {leaf!r}"
+    assert "0 / 2,000 limits.cpu (0%)" in leaf, f"the tile prints used / hard, grouped: {leaf!r}"
     page.select_option("#quota-key", "pods")
     wait_js(page, f"""() => Array.from(document.querySelectorAll('{SECTORS}')).some((s) => s.textContent.includes('pods'))""")
     assert "0 / 3 pods (0%)" in page.locator(SECTORS, has_text="other").first.text_content()
