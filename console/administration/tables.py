@@ -68,7 +68,13 @@ class UserTable(BaseTable):
 
 
 class TokenColumnsMixin:
-    """What every token table shows after its own columns: prefix, created, expiry, last use."""
+    """What every token table shows after its own columns: prefix, created, expiry, last use;
+    and its revoke column, shown only to whoever may revoke (``may_revoke``), posting with the
+    page's CSRF token (``page_request``)."""
+
+    def __init__(self, *args: Any, page_request: Any, may_revoke: bool, **kwargs: Any) -> None:
+        self.page_request = page_request
+        super().__init__(*args, exclude=() if may_revoke else ("revoke",), **kwargs)  # type: ignore[call-arg]
 
     def render_key_prefix(self, value: str) -> str:
         return format_html("<code>{}…</code>", value)
@@ -105,10 +111,6 @@ class APITokenTable(TokenColumnsMixin, BaseTable):
         attrs = {"class": "table", "id": "apitoken-table"}
         row_attrs = {"id": lambda record: f"apitoken-{record.pk}"}
 
-    def __init__(self, *args: Any, page_request: Any, may_revoke: bool, **kwargs: Any) -> None:
-        self.page_request = page_request
-        super().__init__(*args, exclude=() if may_revoke else ("revoke",), **kwargs)
-
     def render_write_enabled(self, value: bool) -> str:
         return _("read-write") if value else _("read-only")
 
@@ -142,10 +144,6 @@ class ClusterTokenTable(TokenColumnsMixin, BaseTable):
         empty_text = gettext_lazy("No tokens issued for this cluster yet.")
         attrs = {"class": "table", "id": "clustertoken-table"}
         row_attrs = {"id": lambda record: f"clustertoken-{record.pk}"}
-
-    def __init__(self, *args: Any, page_request: Any, may_revoke: bool, **kwargs: Any) -> None:
-        self.page_request = page_request
-        super().__init__(*args, exclude=() if may_revoke else ("revoke",), **kwargs)
 
     def render_kind(self, record) -> str:
         return record.get_kind_display()
