@@ -229,9 +229,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--connections", type=int, default=32)
     args = parser.parse_args()
-    from bench_fleet import setup
+    from django_setup import setup_django
 
-    setup(os.environ.get("BENCH_DATABASE_URL"))
+    setup_django(os.environ.get("BENCH_DATABASE_URL"))
     bench_matching(args.nodes, args.targets)
     bench_conflicts(args.targets)
     bench_database(args.nodes, args.targets)

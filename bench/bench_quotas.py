@@ -206,9 +206,9 @@ def main() -> None:
     parser.add_argument("--webhook-workers", type=int, default=1, help="uvicorn worker processes")
     parser.add_argument("--webhook-only", action="store_true", help="skip the resync and the tree page")
     args = parser.parse_args()
-    from bench_fleet import setup
+    from django_setup import setup_django
 
-    setup(os.environ.get("BENCH_DATABASE_URL"))
+    setup_django(os.environ.get("BENCH_DATABASE_URL"))
     if args.webhook_only:
         from fleet.models import Cluster
 

@@ -130,9 +130,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=500.0)
     parser.add_argument("--templates", type=int, default=200)
     args = parser.parse_args()
-    from bench_fleet import setup
+    from django_setup import setup_django
 
-    setup(os.environ.get("BENCH_DATABASE_URL"))
+    setup_django(os.environ.get("BENCH_DATABASE_URL"))
     from django.conf import settings
 
     from fleet.models import Cluster
