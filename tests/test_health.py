@@ -1,6 +1,6 @@
 import pytest
 
-from core.worker_signals import HEARTBEAT_KEY, beat_once
+from core.worker_signals import WORKERS_KEY, beat_once, forget_worker, live_workers
 from core.redis import get_redis
 
 
@@ -13,8 +13,7 @@ def test_healthz_needs_no_login(client):
 @pytest.mark.django_db
 def test_readyz_reports_each_dependency_and_waits_for_a_worker(client, django_user_model):
     redis = get_redis()
-    for key in redis.scan_iter(match=HEARTBEAT_KEY.format(hostname="*")):
-        redis.delete(key)
+    redis.delete(WORKERS_KEY)
     response = client.get("/readyz")
     assert response.status_code == 503
     body = response.json()
@@ -29,7 +28,7 @@ def test_readyz_reports_each_dependency_and_waits_for_a_worker(client, django_us
         client.force_login(django_user_model.objects.create_user("ops", is_staff=True))
         assert client.get("/readyz").json()["checks"]["workers"]["detail"] == ["test-worker@host"]
     finally:
-        redis.delete(HEARTBEAT_KEY.format(hostname="test-worker@host"))
+        forget_worker("test-worker@host")
 
 
 @pytest.mark.django_db
@@ -39,7 +38,48 @@ def test_readyz_tells_anonymous_callers_only_whether_each_check_passed(client):
     try:
         text = client.get("/readyz").content.decode()
     finally:
-        get_redis().delete(HEARTBEAT_KEY.format(hostname="secret-worker@internal-host"))
+        forget_worker("secret-worker@internal-host")
     assert '"ok": true' in text.replace('"ok":true', '"ok": true')
     for leak in ("secret-worker", "internal-host", "sqlite", "postgresql", "detail", "pong"):
         assert leak not in text
+
+
+def test_live_workers_is_one_round_trip_however_many_keys_redis_holds(monkeypatch):
+    """Every overview, /readyz and /metrics asks; a SCAN for per-worker keys walked the whole
+    keyspace (1,023 round trips at fleet scale)."""
+    redis = get_redis()
+    filler = [f"meridian-test:filler:{i}" for i in range(5000)]
+    pipe = redis.pipeline(transaction=False)
+    for key in filler:
+        pipe.set(key, "x", ex=60)
+    pipe.execute()
+    beat_once("counted-worker@host")
+    live_workers()  # the script is loaded into Redis once (and again after a restart or SCRIPT FLUSH)
+    sent: list[str] = []
+    real = redis.execute_command
+
+    def counting(*args, **kwargs):
+        sent.append(str(args[0]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(redis, "execute_command", counting)
+    try:
+        assert "counted-worker@host" in live_workers()
+    finally:
+        monkeypatch.undo()
+        forget_worker("counted-worker@host")
+        redis.delete(*filler)
+    assert sent == ["EVALSHA"], sent
+
+
+def test_a_lapsed_heartbeat_is_not_alive_and_is_dropped():
+    redis = get_redis()
+    now = int(redis.time()[0])
+    redis.zadd(WORKERS_KEY, {"gone@host": now - 1, "alive@host": now + 20})
+    try:
+        live = live_workers()
+        assert "alive@host" in live and "gone@host" not in live
+        assert redis.zscore(WORKERS_KEY, "gone@host") is None, "lapsed entries are removed as they are read"
+    finally:
+        forget_worker("alive@host")
+        forget_worker("gone@host")
