@@ -328,6 +328,26 @@ def test_replicas_sharing_a_spec_place_as_independent_pods(seed: int) -> None:
         assert place(replicas) == [plain.schedule(copy.deepcopy(replica)).node for replica in replicas]
 
 
+def test_a_sibling_reads_as_its_pod_freshly_parsed() -> None:
+    """``PodInfo.sibling`` copies what ``__init__`` read of the first replica instead of reading
+    the pod again: every attribute must come out as parsing the replica itself gives (a field
+    added to ``__init__`` and not to ``_SIBLING_FIELDS`` would be missing here)."""
+    first = (make_pod().name("web-0").namespace("shop").labels({"app": "web"}).req({"cpu": "1"})
+             .pod_anti_affinity_in("app", "kubernetes.io/hostname", ["web"], REQUIRED).obj())
+    first["metadata"]["annotations"] = {"team": "checkout"}
+    first["status"] = {"phase": "Pending"}
+    replica = copy.deepcopy(first)
+    replica["metadata"]["name"] = "web-1"
+    replica["spec"]["nodeName"] = "n7"
+    info = PodInfo(first)
+    info.fit_request  # noqa: B018 (a derived value the sibling shares)
+    sibling, fresh = info.sibling(replica), PodInfo(replica)
+    own = {k: v for k, v in vars(fresh).items() if k != "shape"}
+    assert {k: v for k, v in vars(sibling).items() if k in own} == own
+    assert (sibling.name, sibling.node_name, sibling.pod) == ("web-1", "n7", replica)
+    assert sibling.shape is info.shape is not None and sibling.fit_request is info.fit_request
+
+
 MERIDIAN_SCORES = ("ExtendedBalancedAllocation", "WaterLevelStackSpread", "MostAvailable")
 
 
