@@ -2,8 +2,9 @@
 
 Starts the embedded Redis (unless REDIS_URL points elsewhere), migrates, creates the admin
 user, seeds the demo fleet when the inventory is empty, then supervises the ASGI web
-server, a Celery worker and Celery beat. Ctrl-C stops all of them. Running it again
-reuses the database, the user and the fleet.
+server, a Celery worker and Celery beat (``core.supervisor``: a process that exits is
+started again with backoff and the restart printed; the others go on). Ctrl-C stops all
+of them. Running it again reuses the database, the user and the fleet.
 """
 
 from __future__ import annotations
@@ -14,10 +15,8 @@ import sys
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
-from honcho.manager import Manager
-from honcho.printer import Printer
-
 from core.embedded_redis import EmbeddedRedis
+from core.supervisor import Program, Supervisor
 
 
 class Command(BaseCommand):
@@ -55,17 +54,10 @@ class Command(BaseCommand):
 
     def _supervise(self, env: dict, host: str, port: int) -> int:
         python = sys.executable
-        manager = Manager(Printer(sys.stdout))
-        manager.add_process(
-            "web",
-            f"{python} -m uvicorn config.asgi:application --host {host} --port {port} --lifespan off --no-access-log",
-            env=env,
-        )
-        manager.add_process("worker", f"{python} manage.py meridian_worker", env=env)
-        manager.add_process(
-            "beat",
-            f"{python} -m celery -A config beat --loglevel INFO",
-            env=env,
-        )
-        manager.loop()
-        return manager.returncode or 0
+        programs = [
+            Program("web", [python, "-m", "uvicorn", "config.asgi:application", "--host", host, "--port", str(port),
+                            "--lifespan", "off", "--no-access-log"], env=env),
+            Program("worker", [python, "manage.py", "meridian_worker"], env=env),
+            Program("beat", [python, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO"], env=env),
+        ]
+        return Supervisor(programs, out=sys.stdout).run()

@@ -1,4 +1,8 @@
-"""Start a Celery worker consuming the default queue and a chosen set of reconcile shards."""
+"""Run a Celery worker consuming the default queue and a chosen set of reconcile shards, and
+keep it running: a worker that exits on its own (Celery's "Unrecoverable error" after a
+broker fault, a crash, a kill -9) is started again within seconds (``core.supervisor``).
+SIGTERM is passed on (Celery's warm shutdown: running tasks finish); this command exits
+when the worker has."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from core.sharding import SHARD_QUEUE_PREFIX, parse_shard_spec
+from core.supervisor import Program, Supervisor
 
 
 class Command(BaseCommand):
@@ -19,7 +24,8 @@ class Command(BaseCommand):
         parser.add_argument("--shards", default="all", help="'all' or a list such as 0,2-3")
         parser.add_argument("--no-default-queue", action="store_true", help="consume only the shard queues")
         parser.add_argument("--concurrency", type=int, default=int(os.environ.get("MERIDIAN_WORKER_CONCURRENCY", "2")))
-        parser.add_argument("--name", default="", help="worker node name (default meridian-<pid>@<host>)")
+        parser.add_argument("--name", default="",
+                            help="worker node name (default meridian-<pid>-<start>@<host>, a new one at each restart)")
         parser.add_argument("--loglevel", default="INFO")
 
     def handle(self, *args, **options) -> None:
@@ -30,7 +36,7 @@ class Command(BaseCommand):
         queues = [f"{SHARD_QUEUE_PREFIX}{n}" for n in shards]
         if not options["no_default_queue"]:
             queues.insert(0, settings.CELERY_TASK_DEFAULT_QUEUE)
-        name = options["name"] or f"meridian-{os.getpid()}@{socket.gethostname()}"
+        name = options["name"] or f"meridian-{os.getpid()}-{{start}}@{socket.gethostname()}"
         argv = [
             sys.executable, "-m", "celery", "-A", "config", "worker",
             "-Q", ",".join(queues), "-n", name,
@@ -39,5 +45,7 @@ class Command(BaseCommand):
         ]
         self.stdout.write(f"worker {name} consuming {', '.join(queues)}")
         sys.stdout.flush()
-        os.environ["MERIDIAN_WORKER_NODE"] = name  # lets the job reaper tell a dead pool process on this node
-        os.execv(sys.executable, argv)
+        env = {**os.environ, "MERIDIAN_WORKER_NODE": name}  # lets the job reaper tell a dead pool process on this node
+        # No deadline of its own on SIGTERM: whoever stops it (systemd, Kubernetes) sets the grace period.
+        code = Supervisor([Program("worker", argv, env=env)], prefix_output=False, stop_timeout=None).run()
+        sys.exit(code)
