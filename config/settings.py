@@ -322,7 +322,9 @@ MERIDIAN_CPU_RECONCILE_SECONDS = env.int("MERIDIAN_CPU_RECONCILE_SECONDS", defau
 #: Hours a finished run of the system's own periodic work keeps its Job row (user-requested
 #: jobs and failures are kept as long as the audit log).
 MERIDIAN_SYSTEM_JOB_RETENTION_HOURS = env.int("MERIDIAN_SYSTEM_JOB_RETENTION_HOURS", default=1)
-MERIDIAN_WORKER_HEARTBEAT_SECONDS = 10
+#: A worker refreshes its heartbeat this often; it lapses after ``core.worker_signals.HEARTBEAT_TTL``
+#: (20 s), after which the reaper settles the jobs it held (a worker killed mid-task).
+MERIDIAN_WORKER_HEARTBEAT_SECONDS = 5
 #: Real clusters are watched between syncs (``fleet.informer.Watcher``): one worker process
 #: holds each cluster's watches open and writes a change a moment after the API server sends
 #: it, renewing each watch every ``MERIDIAN_CLUSTER_WATCH_SECONDS``. Off: each periodic sync
@@ -392,7 +394,6 @@ LOGGING = {
 CELERY_BEAT_SCHEDULE = {
     "system-status": {"task": "core.publish_system_status", "schedule": 5.0, "options": {"expires": 5}},
     "publish-live": {"task": "core.publish_live", "schedule": 1.0, "options": {"expires": 2}},
-    "reap-jobs": {"task": "core.reap_jobs", "schedule": 15.0, "options": {"expires": 15}},
     "expire-jobs": {"task": "core.expire_jobs", "schedule": 3600.0},
     "expire-audit-log": {"task": "core.expire_audit_log", "schedule": 86400.0},
     "fleet-resync": {"task": "fleet.resync_fleet", "schedule": float(env.int("MERIDIAN_FLEET_SYNC_SECONDS", default=15)),

@@ -18,6 +18,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
+from redis.exceptions import RedisError
 
 from .redis import get_redis
 
@@ -104,7 +105,16 @@ def publish(topic: str, event_type: str, data: Mapping[str, Any] | None = None) 
     if resolve(topic) is None:
         raise ValueError(f"unknown or malformed topic {topic!r}")
     payload = dict(data or {})
-    transaction.on_commit(lambda: send_now(topic, event_type, payload), robust=True)
+    transaction.on_commit(lambda: _send_after_commit(topic, event_type, payload), robust=True)
+
+
+def _send_after_commit(topic: str, event_type: str, data: Mapping[str, Any]) -> None:
+    """A live event is best effort: with Redis down it is dropped in one log line (the browsers'
+    sequence check refreshes them once it is back), not a traceback per change."""
+    try:
+        send_now(topic, event_type, data)
+    except (RedisError, OSError) as exc:
+        logger.warning("live event %s on %s dropped: %s", event_type, topic, exc)
 
 
 def send_now(topic: str, event_type: str, data: Mapping[str, Any]) -> int:

@@ -10,8 +10,12 @@ runs at most once at a time: a second delivery of a job that is running on a liv
 or already finished, is dropped.
 
 Lifecycle: pending → running → succeeded | failed | canceled; a transient fault (Redis,
-the database, a member cluster) puts a running job back to pending while Celery retries it.
-Every status change is an event on topic ``job-<id>``.
+the database, a member cluster) puts a running job back to pending while Celery retries it,
+and a busy lock makes it ``waiting`` (``waiting_for`` names the lock and its holder) until
+its retry. A job whose worker died is settled by the reaper: succeeded when the work it
+asked for was done meanwhile by another run (the task's ``superseded`` hook says so, e.g. a
+cluster synced after the request), else sent again, or failed after ``MAX_LOST_ATTEMPTS``
+lost workers. Every status change is an event on topic ``job-<id>``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from . import events
 from .audit import record_change
 from .context import current_actor
 from .errors import Conflict
+from .locks import LockBusy, holding_as
 from .models import Job
 
 logger = logging.getLogger(__name__)
@@ -75,7 +80,7 @@ def enqueue(task_name: str, *args: Any, obj: models.Model | None = None, params:
 
 def dispatch(job_id: int, *, countdown: float | None = None) -> bool:
     """Send the job's task message; False (and the job stays pending) when the broker is down."""
-    job = Job.objects.filter(pk=job_id, status=Job.Status.PENDING).exclude(task_name="").first()
+    job = Job.objects.filter(pk=job_id, status__in=Job.QUEUED).exclude(task_name="").first()
     if job is None:
         return False
     from celery import current_app
@@ -92,15 +97,21 @@ def dispatch(job_id: int, *, countdown: float | None = None) -> bool:
     except Exception as exc:  # the outbox keeps it: reap() sends it again
         logger.warning("could not send job %s (%s): %s", job.pk, job.task_name, exc)
         return False
-    Job.objects.filter(pk=job.pk, status=Job.Status.PENDING).update(dispatched=timezone.now(), broker_epoch=epoch)
+    Job.objects.filter(pk=job.pk, status__in=Job.QUEUED).update(dispatched=timezone.now(), broker_epoch=epoch)
     return True
 
 
 def broker_epoch() -> str:
     """The Redis server's run id (it changes on every restart, which loses every queued message)."""
+    return _broker_server()[0]
+
+
+def _broker_server() -> tuple[str, float]:
+    """The Redis server's run id and how long it has been up (seconds)."""
     from .redis import get_redis
 
-    return str(get_redis().info("server").get("run_id", ""))
+    info = get_redis().info("server")
+    return str(info.get("run_id", "")), float(info.get("uptime_in_seconds", 0))
 
 
 # ---------------------------------------------------------------------------- running work
@@ -136,20 +147,22 @@ def start(job_id: int | None, *, task_name: str, task_id: str, args: Any, kwargs
         if job.status == Job.Status.RUNNING and job.worker and job.worker != me and worker_alive(job.worker):
             logger.info("job %s already runs on %s; dropping this delivery", job.pk, job.worker)
             return None
-        job.status, job.worker, job.attempts = Job.Status.RUNNING, me, job.attempts + 1
+        job.status, job.worker, job.attempts, job.waiting_for = Job.Status.RUNNING, me, job.attempts + 1, ""
         job.task_id = task_id or job.task_id
         job.started = job.started or now
-        job.save(update_fields=["status", "worker", "attempts", "task_id", "started"])
+        job.save(update_fields=["status", "worker", "attempts", "task_id", "started", "waiting_for"])
     _announce(job)
     return job
 
 
 @contextlib.contextmanager
 def bound(job: Job) -> Iterator[Job]:
-    """Make ``job`` the current one for the block (``checkpoint``, ``current_job``)."""
+    """Make ``job`` the current one for the block (``checkpoint``, ``current_job``; locks taken
+    in it name the job as their holder)."""
     token = _current.set(job)
     try:
-        yield job
+        with holding_as(f"job {job.pk} ({job.kind})"):
+            yield job
     finally:
         _current.reset(token)
 
@@ -176,10 +189,15 @@ def fail(job: Job, exc: BaseException) -> None:
 
 
 def retrying(job: Job, exc: BaseException | None, *, countdown: float | None = None) -> None:
-    """A transient fault: the job waits for its retry (back to pending, the error noted)."""
-    note = f"retrying{f' in {countdown:.0f} s' if countdown else ''}: {type(exc).__name__}: {exc}" if exc else "retrying"
+    """A transient fault: the job waits for its retry (back to pending, the error noted); a
+    busy lock: the job is waiting for it (``waiting_for`` says which, and who holds it)."""
+    if isinstance(exc, LockBusy):
+        status, fields = Job.Status.WAITING, {"waiting_for": str(exc)[:300]}
+    else:
+        note = f"retrying{f' in {countdown:.0f} s' if countdown else ''}: {type(exc).__name__}: {exc}" if exc else "retrying"
+        status, fields = Job.Status.PENDING, {"error": note[:4000], "waiting_for": ""}
     updated = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING).update(
-        status=Job.Status.PENDING, worker="", error=note[:4000], dispatched=timezone.now())
+        status=status, worker="", dispatched=timezone.now(), **fields)
     if updated:
         job.refresh_from_db()
         _announce(job)
@@ -187,10 +205,26 @@ def retrying(job: Job, exc: BaseException | None, *, countdown: float | None = N
 
 def _finish(job: Job, status: str, *, error: str = "") -> None:
     updated = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING).update(
-        status=status, finished=timezone.now(), error=error, result=job.result, log=job.log, worker="")
+        status=status, finished=timezone.now(), error=error, result=job.result, log=job.log, worker="", waiting_for="")
     if updated:
         job.refresh_from_db()
         _announce(job)
+
+
+def superseded(job: Job) -> str | None:
+    """Why the work ``job`` asked for needs no run any more (another run did it since the job
+    was created), from its task's ``superseded`` hook; None when it still does."""
+    from celery import current_app
+
+    task = current_app.tasks.get(job.task_name) if job.task_name else None
+    hook = getattr(task, "superseded", None)
+    if hook is None:
+        return None
+    try:
+        return hook(job)
+    except Exception:  # the hook reads the database: when it cannot tell, the work runs
+        logger.warning("could not tell whether job %s was superseded", job.pk, exc_info=True)
+        return None
 
 
 @contextlib.contextmanager
@@ -265,26 +299,40 @@ def reap(*, now: Any = None) -> dict[str, int]:
     """Send again what was lost: jobs of dead workers, failed sends, messages a Redis restart dropped.
 
     Never by age alone: a running job on a live worker is left alone however long it runs.
+    Beat runs it (``core.beat``), not a worker's pool: busy or dead workers cannot hold it up.
+    Within a heartbeat's lifetime of a Redis restart no worker is judged dead: the restart
+    emptied the heartbeats, which the live workers have not written again yet.
     """
-    from .worker_signals import live_workers
+    from .worker_signals import HEARTBEAT_TTL, live_workers
 
     now = now or timezone.now()
     live = set(live_workers())
-    epoch = broker_epoch()
-    report = {"requeued": 0, "failed": 0, "resent": 0}
-    for job in Job.objects.filter(status=Job.Status.RUNNING).exclude(worker=""):
+    epoch, uptime = _broker_server()
+    report = {"requeued": 0, "failed": 0, "resent": 0, "superseded": 0}
+    running = Job.objects.filter(status=Job.Status.RUNNING).exclude(worker="") if uptime >= HEARTBEAT_TTL else Job.objects.none()
+    for job in running:
         if worker_alive(job.worker, live):
             continue
-        report["failed" if _lost(job) else "requeued"] += 1
+        report[_lost(job)] += 1
     stale = models.Q(dispatched__isnull=True, created__lt=now - SEND_RETRY_AFTER) | models.Q(
         dispatched__lt=now - REDISPATCH_AFTER) | (models.Q(dispatched__isnull=False) & ~models.Q(broker_epoch=epoch))
-    for job_id in Job.objects.filter(status=Job.Status.PENDING).exclude(task_name="").filter(stale).values_list("pk", flat=True):
+    for job_id in Job.objects.filter(status__in=Job.QUEUED).exclude(task_name="").filter(stale).values_list("pk", flat=True):
         report["resent"] += int(dispatch(job_id))
     return report
 
 
-def _lost(job: Job) -> bool:
-    """The job's worker is gone: requeue it, or fail it after too many lost workers."""
+def _lost(job: Job) -> str:
+    """The job's worker is gone: settle it as superseded (its work was done meanwhile), send it
+    again, or fail it after too many lost workers. Returns which."""
+    reason = superseded(job)
+    if reason:
+        updated = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING, worker=job.worker).update(
+            status=Job.Status.SUCCEEDED, finished=timezone.now(), worker="", waiting_for="",
+            result={"superseded": reason, "worker_lost": job.worker}, error="")
+        if updated:
+            job.refresh_from_db()
+            _announce(job)
+        return "superseded"
     if job.attempts >= MAX_LOST_ATTEMPTS or not job.task_name:
         updated = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING, worker=job.worker).update(
             status=Job.Status.FAILED, finished=timezone.now(), worker="",
@@ -292,14 +340,14 @@ def _lost(job: Job) -> bool:
         if updated:
             job.refresh_from_db()
             _announce(job)
-        return True
+        return "failed"
     updated = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING, worker=job.worker).update(
         status=Job.Status.PENDING, worker="", error=f"worker {job.worker} was lost; sent again", dispatched=None)
     if updated:
         job.refresh_from_db()
         _announce(job)
         dispatch(job.pk)
-    return False
+    return "requeued"
 
 
 def expire(*, keep_system: timedelta, keep: timedelta) -> int:

@@ -142,10 +142,10 @@ def _jobs() -> Iterator[Metric]:
     from .models import Job
 
     lag = GaugeMetricFamily("meridian_job_oldest_unfinished_seconds",
-                            "How long the oldest pending or running job of each kind has waited (the reconcile lag).", labels=["kind"])
-    unfinished = GaugeMetricFamily("meridian_jobs_unfinished", "Pending or running jobs, by kind and status.", labels=["kind", "status"])
+                            "How long the oldest pending, waiting or running job of each kind has waited (the reconcile lag).", labels=["kind"])
+    unfinished = GaugeMetricFamily("meridian_jobs_unfinished", "Pending, waiting or running jobs, by kind and status.", labels=["kind", "status"])
     now = timezone.now()
-    rows = Job.objects.filter(status__in=(Job.Status.PENDING, Job.Status.RUNNING)).values("kind", "status").annotate(
+    rows = Job.objects.filter(status__in=Job.UNFINISHED).values("kind", "status").annotate(
         oldest=Min("created"), n=Count("pk")).order_by()
     oldest: dict[str, Any] = {}
     for row in rows:

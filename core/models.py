@@ -68,12 +68,16 @@ class Job(models.Model):
 
     class Status(models.TextChoices):
         PENDING = "pending", _("Pending")
+        WAITING = "waiting", _("Waiting")
         RUNNING = "running", _("Running")
         SUCCEEDED = "succeeded", _("Succeeded")
         FAILED = "failed", _("Failed")
         CANCELED = "canceled", _("Canceled")
 
     FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELED)
+    #: Sent and not running: pending, or waiting for what ``waiting_for`` names (a lock).
+    QUEUED = (Status.PENDING, Status.WAITING)
+    UNFINISHED = (Status.PENDING, Status.WAITING, Status.RUNNING)
 
     kind = models.CharField(max_length=100, db_index=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
@@ -84,6 +88,8 @@ class Job(models.Model):
     params = models.JSONField(default=dict, blank=True)
     result = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    #: What a waiting job waits for (e.g. a lock, and who holds it).
+    waiting_for = models.CharField(max_length=300, blank=True, default="", db_default="")
     log = models.TextField(blank=True)
     task_id = models.CharField(max_length=64, blank=True, db_index=True)
     #: What to send again when the message is lost (a dead worker, a Redis restart, a failed send).
@@ -105,8 +111,8 @@ class Job(models.Model):
         ordering = ["-created"]
         indexes = [
             models.Index(fields=["object_type", "object_id", "created"], name="core_job_object_idx"),
-            models.Index(fields=["status", "created"], name="core_job_open_idx",
-                         condition=models.Q(status__in=["pending", "running"])),
+            models.Index(fields=["status", "created"], name="core_job_unfinished_idx",
+                         condition=models.Q(status__in=["pending", "waiting", "running"])),
         ]
         permissions = [("cancel_job", "Can cancel a job")]
 

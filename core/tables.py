@@ -386,9 +386,9 @@ class JobTable(BaseTable):
     triggered_by = tables.Column(verbose_name=_("Triggered by"))
     created = tables.DateTimeColumn(verbose_name=_("Created"), format="Y-m-d H:i:s")
     finished = tables.DateTimeColumn(verbose_name=_("Finished"), format="Y-m-d H:i:s")
-    error = tables.Column(verbose_name=_("Error"), orderable=False)
+    error = tables.Column(verbose_name=_("Error or wait"), orderable=False, empty_values=())
 
-    search_fields = ("kind", "triggered_by", "error")
+    search_fields = ("kind", "triggered_by", "error", "waiting_for")
     default_columns = ("id", "status", "triggered_by", "created", "error")
     export_name = "meridian-jobs"
 
@@ -405,8 +405,9 @@ class JobTable(BaseTable):
     def value_status(self, record) -> str:
         return record.status
 
-    def render_error(self, value: str) -> str:
-        return Truncator(value).chars(80)
+    def render_error(self, record) -> str:
+        return Truncator(self.value_error(record)).chars(80)
 
-    def value_error(self, value: str) -> str:
-        return value
+    def value_error(self, record) -> str:
+        """A waiting job says what it waits for; the others their last error."""
+        return record.waiting_for if record.status == record.Status.WAITING else record.error

@@ -9,13 +9,18 @@
   attribute is true (a member cluster that did not answer) — are retried with capped
   exponential backoff and jitter; the job goes back to pending meanwhile, nothing is lost;
 - ``LockBusy`` (``core.locks``): the same work runs elsewhere; ``on_busy = "retry"`` comes
-  back in a few seconds, ``"skip"`` (periodic passes) ends the run as done.
+  back in a few seconds (the job ``waiting``, naming the lock and its holder), ``"skip"``
+  (periodic passes) ends the run as done;
+- ``superseded``: a task may say how to tell that the work a job asked for was done since
+  (a later run did it); such a delivery, or the reaper finding its worker dead, settles the
+  job as succeeded instead of running the work again.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from celery import Task
@@ -57,6 +62,9 @@ class MeridianTask(Task):
     #: What a busy lock means: "retry" (the work is wanted: do it after the running one) or
     #: "skip" (a periodic pass: the running one does it).
     on_busy: ClassVar[str] = "retry"
+    #: ``superseded(job) -> reason or None``: the job's work was done since it was asked for
+    #: (pass ``superseded=staticmethod(fn)`` to the task decorator).
+    superseded: ClassVar[Callable[[Any], str | None] | None] = None
     max_retries = 50
     retry_backoff_max = 60
     #: Record a Job for every run.
@@ -76,6 +84,10 @@ class MeridianTask(Task):
             return None
         if job_id is None and isinstance(request.kwargs, dict):
             request.kwargs["job_id"] = job.pk  # a retry of this delivery keeps its job
+        reason = jobs.superseded(job) if job_id is not None else None
+        if reason:
+            jobs.succeed(job, {"superseded": reason})
+            return None
         with jobs.bound(job):
             try:
                 result = self._run(args, kwargs, job)

@@ -29,12 +29,6 @@ def expire_audit_log() -> dict:
     return {"deleted": deleted}
 
 
-@shared_task(name="core.reap_jobs", ignore_result=True)
-def reap_jobs() -> dict:
-    """Send again the work whose worker died or whose message was lost; never by age alone."""
-    return jobs.reap()
-
-
 @shared_task(name="core.expire_jobs", ignore_result=True)
 def expire_jobs() -> dict:
     deleted = jobs.expire(keep_system=timedelta(hours=settings.MERIDIAN_SYSTEM_JOB_RETENTION_HOURS),

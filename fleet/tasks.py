@@ -39,27 +39,42 @@ def cluster_shard_key(cluster_name: str) -> str:
 WATCHED = "watched: its watcher writes every change"
 
 
-@sharded_task(shard_key=cluster_shard_key, name="fleet.sync_cluster", ignore_result=True)
+def synced_since_asked(job) -> str | None:
+    """A sync job's work is done once the cluster was synced, by any run, after the job was
+    created: a requested sync whose worker died is settled by the periodic sync that came
+    after, instead of syncing again (``core.taskbase.MeridianTask.superseded``)."""
+    name = (job.task_args or [None])[0]
+    row = Cluster.objects.filter(name=name).values("ready", "last_sync").first() if isinstance(name, str) else None
+    if row and row["ready"] and row["last_sync"] is not None and row["last_sync"] >= job.created:
+        return f"cluster {name} was synced at {row['last_sync']:%Y-%m-%d %H:%M:%S} UTC, after this sync was asked for"
+    return None
+
+
+@sharded_task(shard_key=cluster_shard_key, name="fleet.sync_cluster", ignore_result=True,
+              superseded=staticmethod(synced_since_asked))
 def sync_cluster_task(cluster_name: str, requested: bool = False) -> dict | None:
     """Sync one cluster, one sync per cluster at a time.
 
-    A periodic sync that finds one running is skipped (the running one does the work); a
-    requested one (a user's "sync now", a registration) runs after it (``LockBusy`` retries).
+    A periodic sync that finds one running is skipped (the running one does the work), and
+    so is one that finds a requested sync waiting (the lock's ``defer``): a requested one (a
+    user's "sync now", a registration) waits for the running one (``LockBusy`` retries, the
+    job "waiting") and then goes first, unless a sync since the request already did its work.
     """
     if not requested and is_held(_watch_lease(cluster_name)):
         return {"cluster": cluster_name, "skipped": WATCHED}  # before the sync lock, which its writer takes now and then
     try:
-        with hold(_sync_lock(cluster_name)):
+        with hold(_sync_lock(cluster_name), defer=not requested):
             cluster = Cluster.objects.filter(name=cluster_name).first()
             if cluster is None:
                 return {"cluster": cluster_name, "ok": False, "message": "no such cluster"}
             with acting_as("system:fleet-sync"):
                 return _sync(cluster, requested)
-    except LockBusy:
+    except LockBusy as exc:
         if requested:
             raise
-        logger.info("sync of %s already running; skipped", cluster_name)
-        return {"cluster": cluster_name, "skipped": "a sync of this cluster is running"}
+        logger.info("sync of %s skipped: %s", cluster_name, exc)
+        return {"cluster": cluster_name, "skipped": "a requested sync of this cluster goes first" if exc.deferred
+                else "a sync of this cluster is running"}
 
 
 def _sync(cluster: Cluster, requested: bool = False) -> dict:
@@ -102,7 +117,7 @@ def _watch(cluster: Cluster, informers: ClusterInformers) -> None:
 
     The lease (a ``core.locks`` lock this process keeps extending) makes one worker process
     in the whole deployment the cluster's watcher; when that process dies the lease lapses
-    within 30 s and the next periodic sync, in whichever worker runs it, takes over with a
+    within 15 s and the next periodic sync, in whichever worker runs it, takes over with a
     list. The watcher writes through ``sync_cluster`` under the cluster's sync lock, as a sync
     task does: one writer at a time.
     """

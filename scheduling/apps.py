@@ -56,7 +56,7 @@ def _queue_cpu_reconcile(sender, cluster, **_) -> None:
 
     if not NodeCPU.objects.filter(cluster_id=cluster.pk).exists():
         return
-    waiting = Job.objects.filter(task_name=RECONCILE_TASK, status=Job.Status.PENDING, object_id=str(cluster.pk),
+    waiting = Job.objects.filter(task_name=RECONCILE_TASK, status__in=Job.QUEUED, object_id=str(cluster.pk),
                                  object_type=ContentType.objects.get_for_model(type(cluster))).exists()
     if not waiting:
         enqueue(RECONCILE_TASK, cluster.name, obj=cluster)

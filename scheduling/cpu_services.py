@@ -226,7 +226,7 @@ def request_delivery(locked: NodeCPU) -> Job | None:
     """Ask for the node's annotations to be written, unless a delivery that has not started yet
     is queued already (it reads the rows when it runs). Call under the node's row lock: a
     running delivery re-checks the version under the same lock before it ends."""
-    queued = Job.objects.filter(task_name=DELIVER_TASK, status=Job.Status.PENDING, object_id=str(locked.pk),
+    queued = Job.objects.filter(task_name=DELIVER_TASK, status__in=Job.QUEUED, object_id=str(locked.pk),
                                 object_type=ContentType.objects.get_for_model(NodeCPU)).exists()
     if queued:
         return None

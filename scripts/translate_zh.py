@@ -25,7 +25,7 @@ GLOSSARY = {
     "Token contains invalid characters.": "令牌包含无效字符。", "Invalid or expired token.": "令牌无效或已过期。",
     "First characters of the token, to tell tokens apart.": "令牌的前几个字符，用于区分令牌。",
     "Read-only tokens may only use safe methods.": "只读令牌只能使用安全的请求方法。",
-    "Pending": "等待中", "Running": "运行中", "Succeeded": "成功", "Failed": "失败", "Canceled": "已取消",
+    "Pending": "等待中", "Waiting": "等待资源", "Error or wait": "错误或等待原因", "Running": "运行中", "Succeeded": "成功", "Failed": "失败", "Canceled": "已取消",
     "User name or system component.": "用户名或系统组件。", "Updated": "已更新", "Deleted": "已删除",
     "Kept when the user is deleted.": "用户删除后仍保留。",
     "Domain verb such as rollback or emergency_downgrade.": "领域操作，例如 rollback 或 emergency_downgrade。",

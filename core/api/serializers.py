@@ -47,8 +47,8 @@ class JobSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = [
-            "id", "kind", "status", "triggered_by", "object_type", "object_id", "params", "result",
-            "error", "log", "created", "started", "finished",
+            "id", "kind", "status", "waiting_for", "triggered_by", "object_type", "object_id", "params", "result",
+            "error", "log", "attempts", "created", "started", "finished",
         ]
         read_only_fields = fields
 

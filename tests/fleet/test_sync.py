@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from celery.contrib.testing.worker import start_worker
 
@@ -126,10 +128,14 @@ def test_a_real_worker_runs_the_sharded_sync_job(cluster):
 
 
 @pytest.mark.django_db
-def test_a_requested_sync_waits_for_the_one_in_progress_instead_of_being_lost(cluster):
+def test_a_requested_sync_waits_for_the_one_in_progress_and_then_goes_before_periodic_ones(cluster):
+    """The requested job says it waits, for which lock and whom; periodic syncs give way to it
+    even once the lock is free, so periodic work (12 s syncs every 15 s) cannot starve it."""
+    import contextlib
+
     from celery.exceptions import Retry
 
-    from core.locks import KEY
+    from core.locks import WAITING_KEY, hold, holding_as
     from core.redis import get_redis
     from core.sharding import shard_queue
     from fleet.tasks import sync_cluster_task
@@ -137,8 +143,9 @@ def test_a_requested_sync_waits_for_the_one_in_progress_instead_of_being_lost(cl
     queue = shard_queue(f"cluster/{cluster.name}")
     redis = get_redis()
     redis.delete(queue)
-    held = redis.lock(KEY.format(name=f"fleet-sync-{cluster.name}"), timeout=30)
-    assert held.acquire(blocking=False)
+    periodic = contextlib.ExitStack()
+    periodic.enter_context(holding_as("job 7 (fleet.sync_cluster)"))
+    periodic.enter_context(hold(f"fleet-sync-{cluster.name}"))
     # As a worker delivers it (not a direct call): the busy lock makes the task retry itself.
     sync_cluster_task.push_request(id="delivery-1", hostname="test-worker", called_directly=False, delivery_info={},
                                    args=[cluster.name], kwargs={"requested": True})
@@ -147,10 +154,75 @@ def test_a_requested_sync_waits_for_the_one_in_progress_instead_of_being_lost(cl
             sync_cluster_task(cluster.name, requested=True)
         assert redis.llen(queue) == 1, "requeued on the cluster's shard"
         job = Job.objects.get(kind="fleet.sync_cluster")
-        assert job.status == Job.Status.PENDING and "busy" in job.error, "the job waits for its retry"
-        assert sync_cluster_task(cluster.name) == {"cluster": cluster.name, "skipped": "a sync of this cluster is running"}
-        assert redis.llen(queue) == 1, "a periodic sync is simply skipped"
+        assert job.status == Job.Status.WAITING, "the job says it waits, not that it runs"
+        assert job.waiting_for == f"fleet-sync-{cluster.name} is busy (held by job 7 (fleet.sync_cluster))"
+        assert sync_cluster_task(cluster.name) == {"cluster": cluster.name, "skipped": "a requested sync of this cluster goes first"}
+        periodic.close()
+        assert sync_cluster_task(cluster.name) == {"cluster": cluster.name, "skipped": "a requested sync of this cluster goes first"}, \
+            "with the lock free, the next periodic sync still leaves it to the waiting request"
+        assert redis.llen(queue) == 1 and not Node.objects.filter(cluster=cluster).exists()
+    finally:
+        periodic.close()
+        sync_cluster_task.pop_request()
+        redis.delete(queue, WAITING_KEY.format(name=f"fleet-sync-{cluster.name}"))
+
+
+@pytest.mark.django_db
+def test_a_sync_request_met_by_a_later_sync_is_settled_without_syncing_again(cluster):
+    """A sync asked for (and lost, or still queued) is done once any sync of the cluster ran
+    after it was asked: its delivery succeeds as superseded, naming that sync, without a run."""
+    from fleet.tasks import sync_cluster_task
+
+    job = request_sync(cluster)
+    assert sync_cluster_task.superseded(job) is None, "nothing synced the cluster since"
+    sync_cluster_task(cluster.name)  # a periodic sync, after the request
+    cluster.refresh_from_db()
+    reason = sync_cluster_task.superseded(job)
+    assert reason and cluster.name in reason and "after this sync was asked for" in reason
+
+    sync_cluster_task.push_request(id=job.task_id, hostname="test-worker", called_directly=False, delivery_info={},
+                                   args=[cluster.name], kwargs={"requested": True, "job_id": job.pk})
+    try:
+        assert sync_cluster_task(cluster.name, requested=True, job_id=job.pk) is None
     finally:
         sync_cluster_task.pop_request()
-        held.release()
-        redis.delete(queue)
+    job.refresh_from_db()
+    assert job.status == Job.Status.SUCCEEDED and job.result == {"superseded": reason}
+    assert Cluster.objects.get(pk=cluster.pk).last_sync == cluster.last_sync, "no second sync ran"
+
+
+@pytest.mark.django_db
+def test_an_unreachable_cluster_does_not_supersede_a_sync_request(cluster):
+    from fleet.tasks import sync_cluster_task
+
+    job = request_sync(cluster)
+    sync_cluster(cluster, UnreachableCluster(SPEC, store=DatabaseObjectStore(cluster), clock=Clock(100)))
+    assert sync_cluster_task.superseded(job) is None, "a failed sync after the request did not do its work"
+
+
+@pytest.mark.django_db
+def test_the_reaper_settles_a_dead_workers_sync_job_by_what_happened_since(cluster):
+    """kill -9 of a worker mid-sync: its job does not keep saying "running". Met by a later sync,
+    it succeeds as superseded; otherwise it is sent again (and says so)."""
+    from core import jobs
+    from core.redis import get_redis
+    from core.sharding import shard_queue
+    from fleet.tasks import sync_cluster_task
+
+    queue = shard_queue(f"cluster/{cluster.name}")
+    met, unmet = request_sync(cluster), request_sync(cluster)
+    Job.objects.filter(pk=met.pk).update(status=Job.Status.RUNNING, worker="gone@nowhere:4242", attempts=1)
+    sync_cluster_task(cluster.name)  # the periodic sync after the request
+    Job.objects.filter(pk=unmet.pk).update(status=Job.Status.RUNNING, worker="gone@nowhere:4243", attempts=1,
+                                          created=Cluster.objects.get(pk=cluster.pk).last_sync + timedelta(seconds=1))
+    try:
+        report = jobs.reap()
+        met.refresh_from_db()
+        unmet.refresh_from_db()
+        assert report["superseded"] == 1 and report["requeued"] == 1
+        assert met.status == Job.Status.SUCCEEDED and met.worker == "" and met.error == ""
+        assert met.result["superseded"] == sync_cluster_task.superseded(met) and met.result["worker_lost"] == "gone@nowhere:4242"
+        assert unmet.status == Job.Status.PENDING and unmet.error == "worker gone@nowhere:4243 was lost; sent again"
+        assert get_redis().llen(queue) == 1, "sent again on the cluster's shard"
+    finally:
+        get_redis().delete(queue)
