@@ -1,77 +1,142 @@
 """Django's PostgreSQL backend with a circuit breaker in front of the psycopg pool.
 
 While the database is down, every request would otherwise wait the pool's whole timeout
-(``MERIDIAN_DB_POOL_TIMEOUT``, 10 s) for a connection that cannot come, and answer 503 only then:
-an API server calling the quota webhook gives up first, and request threads pile up. The breaker
-opens on the first failure to get a connection; while it is open, requests fail at once with
-the same ``OperationalError`` (answered 503 by the error handlers). At most once a second per
-process one caller probes the server with a direct connection; when it connects, the breaker
-closes and the pool is told to grow again (its own reconnect attempts back off to long sleeps).
-A pool merely saturated by a burst trips the breaker too, and the next probe closes it again.
+(``MERIDIAN_DB_POOL_TIMEOUT``, 10 s) for a connection that cannot come, and answer 503 only
+then: an API server calling the quota webhook gives up first, and request threads pile up.
+
+- A caller waits for a pooled connection in slices of ``WAIT_SLICE``; a caller whose slice
+  ran out asks whether the server is there at all: one direct connection (``probe``), at
+  most once per ``PROBE_INTERVAL`` per process. A pool merely busy (the probe connects)
+  keeps its callers waiting up to the pool's timeout; a server that is gone opens the
+  breaker, and every waiter fails at its next slice. So the first requests after an outage
+  begins fail within about a second too, not only the later ones.
+- While the breaker is open, callers fail at once with an ``OperationalError`` (503 by the
+  error handlers). At most once per ``PROBE_INTERVAL`` one caller probes; when it connects,
+  the breaker closes and the pool is told to drop dead connections and grow again (its own
+  reconnect attempts back off to long sleeps).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.postgresql import base
+from psycopg_pool import ConnectionPool, PoolTimeout
 
-PROBE_INTERVAL = 1.0  # seconds between probes while open, per process
-PROBE_TIMEOUT = 2  # connect_timeout of a probe (seconds, libpq's unit)
+PROBE_INTERVAL = 1.0  # seconds between probes, per process
+PROBE_TIMEOUT = 2  # connect_timeout of a probe (seconds, libpq's unit and minimum)
+WAIT_SLICE = 0.5  # seconds a caller waits for a pooled connection before asking whether the server is there
 
 
 class Breaker:
-    """Open after a failure to get a connection; closed again by a successful probe."""
+    """Open once the server was found gone; closed again by a successful probe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.open = False
-        self._probed_at = 0.0
+        self._probed_at = -PROBE_INTERVAL
 
     def trip(self) -> None:
         with self._lock:
             self.open = True
             self._probed_at = time.monotonic()
 
-    def admit(self, probe) -> bool:
-        """Whether a caller may go to the pool: closed, or this caller's probe just succeeded."""
-        if not self.open:
-            return True
+    def _take_probe(self) -> bool:
+        """Whether this caller probes now (none did within PROBE_INTERVAL)."""
         with self._lock:
-            if not self.open:
-                return True
             if time.monotonic() - self._probed_at < PROBE_INTERVAL:
                 return False
             self._probed_at = time.monotonic()
-        if not probe():
+            return True
+
+    def admit(self, probe: Callable[[], bool]) -> bool:
+        """Whether a caller may go to the pool: closed, or this caller's probe just succeeded."""
+        if not self.open:
+            return True
+        if not self._take_probe() or not probe():
             return False
         with self._lock:
             self.open = False
         return True
 
+    def suspect(self, probe: Callable[[], bool]) -> bool:
+        """A caller waited a slice for a connection: False when the server is gone (the breaker
+        opens), True when it is there or another caller is finding out right now."""
+        if self.open:
+            return False
+        if not self._take_probe():
+            return True
+        if probe():
+            return True
+        self.trip()
+        return False
+
 
 BREAKER = Breaker()
 
 
+def probe_server(conninfo: str, kwargs: dict) -> bool:
+    """One direct connection outside the pool: is the server there?"""
+    import psycopg
+
+    try:
+        psycopg.connect(conninfo, **{**kwargs, "connect_timeout": PROBE_TIMEOUT}).close()
+    except psycopg.Error:
+        return False
+    return True
+
+
+class BreakerPool(ConnectionPool):
+    """psycopg's pool, whose waits the breaker bounds (see the module docstring)."""
+
+    def getconn(self, timeout: float | None = None):
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while True:
+            if BREAKER.open:
+                raise PoolTimeout("the database is unavailable (connections failing; probing again shortly)")
+            remaining = deadline - time.monotonic()
+            try:
+                return super().getconn(timeout=max(min(WAIT_SLICE, remaining), 0.001))
+            except PoolTimeout:
+                if time.monotonic() >= deadline:
+                    raise PoolTimeout(f"couldn't get a connection after {timeout:.2f} sec") from None
+                if not BREAKER.suspect(lambda: probe_server(self.conninfo, self.kwargs)):
+                    raise PoolTimeout("the database is unavailable (a direct connection failed too)") from None
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
+    @property
+    def pool(self):
+        """Django's own pool property, building a ``BreakerPool``."""
+        pool_options = self.settings_dict["OPTIONS"].get("pool")
+        if self.alias == base.NO_DB_ALIAS or not pool_options:
+            return None
+        if self.alias not in self._connection_pools:
+            if self.settings_dict.get("CONN_MAX_AGE", 0) != 0:
+                raise ImproperlyConfigured("Pooling doesn't support persistent connections.")
+            pool = BreakerPool(
+                kwargs={**self.get_connection_params(), "autocommit": True}, open=False,
+                configure=self._configure_connection,
+                check=ConnectionPool.check_connection if self.settings_dict["CONN_HEALTH_CHECKS"] else None,
+                **({} if pool_options is True else pool_options))
+            self._connection_pools.setdefault(self.alias, pool)
+        return self._connection_pools[self.alias]
+
     def get_new_connection(self, conn_params):
         pool = self.pool
         if pool is None:
             return super().get_new_connection(conn_params)
         if not BREAKER.admit(lambda: self._probe(conn_params)):
             raise self.Database.OperationalError("the database is unavailable (connections failing; probing again shortly)")
-        try:
-            return super().get_new_connection(conn_params)
-        except self.Database.OperationalError:
-            BREAKER.trip()
-            raise
+        return super().get_new_connection(conn_params)
 
     def _probe(self, conn_params) -> bool:
-        """One direct connection outside the pool; on success the pool is asked to grow now."""
-        try:
-            self.Database.connect(**{**conn_params, "connect_timeout": PROBE_TIMEOUT}).close()
-        except self.Database.Error:
+        """The server is back: the pool drops dead connections and grows without waiting for its backoff."""
+        if not probe_server("", conn_params):
             return False
-        self.pool.check()  # drops dead connections and starts growing without waiting for the backoff
+        self.pool.check()
         return True
