@@ -7,6 +7,9 @@ rows exactly as the ORM writes them (same columns, JSON compact), so either path
 what the other wrote.
 
 * ``insert_rows``: many new rows of a model (PostgreSQL's COPY, else multi-row INSERTs);
+* ``update_rows``: many rows' columns by primary key (PostgreSQL: one statement per batch
+  joined to the rows passed as one JSON parameter; ``bulk_update``'s CASE per row is
+  quadratic: 6,000 changed nodes took a minute);
 * ``delete_in_batches``: many rows by primary key, a bounded ``IN`` list at a time;
 * ``execute``: statements on the thread's Django connection, on PostgreSQL in one pipeline
   (one round trip, parameters bound on the server);
@@ -102,6 +105,51 @@ def _datetime_encoder() -> Any:
         return found
 
     return encode
+
+
+def update_rows(model: type[Model], rows: Sequence[dict], fields: Sequence[str]) -> None:
+    """Set ``fields`` (attnames) of many existing rows, each row naming its primary key
+    (``id``) and those fields. ``updated`` is not stamped, as ``bulk_update`` does not."""
+    if not rows:
+        return
+    by_attname = {f.attname: f for f in model._meta.concrete_fields}
+    columns = [by_attname[name] for name in fields]
+    pk = model._meta.pk
+    for start in range(0, len(rows), BATCH):
+        batch = rows[start : start + BATCH]
+        if is_postgres():
+            _update_from_json(model, pk, columns, batch)
+        else:
+            _update_each(model, pk, columns, batch)
+
+
+def _update_from_json(model: type[Model], pk, columns: list, rows: Sequence[dict]) -> None:
+    """One UPDATE joined to ``jsonb_to_recordset`` of the rows; ``= ANY(ARRAY(…))`` makes the
+    planner probe the primary key (it guesses 100 rows for any JSON document and would
+    otherwise hash-join a scan of the whole table)."""
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    record = ", ".join(f"{quote(f.column)} {f.db_type(connection)}" for f in [pk, *columns])
+    assignments = ", ".join(f"{quote(f.column)} = r.{quote(f.column)}" for f in columns)
+    key = f"{table}.{quote(pk.column)}"
+    sql = (f"WITH r AS (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS x({record})) "
+           f"UPDATE {table} SET {assignments} FROM r "
+           f"WHERE {key} = ANY(ARRAY(SELECT {quote(pk.column)} FROM r)) AND {key} = r.{quote(pk.column)}")
+    document = orjson.dumps([{f.column: row[f.attname] for f in [pk, *columns]} for row in rows],
+                            option=orjson.OPT_NAIVE_UTC).decode()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [document])
+
+
+def _update_each(model: type[Model], pk, columns: list, rows: Sequence[dict]) -> None:
+    """One prepared UPDATE executed per row (SQLite: in-process, no round trips to save)."""
+    quote = connection.ops.quote_name
+    assignments = ", ".join(f"{quote(f.column)} = %s" for f in columns)
+    sql = f"UPDATE {quote(model._meta.db_table)} SET {assignments} WHERE {quote(pk.column)} = %s"
+    encoders = [_encoder(f) for f in columns]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, [[encode(row[f.attname]) for f, encode in zip(columns, encoders)] + [row[pk.attname]]
+                                 for row in rows])
 
 
 def delete_in_batches(model: type[Model], pks: Sequence[int]) -> None:

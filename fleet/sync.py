@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from core import events
 from core.audit import record_change
-from core.sql import BATCH, delete_in_batches, insert_rows
+from core.sql import BATCH, delete_in_batches, insert_rows, update_rows
 
 from kube.quantity import BINARY_SI, DECIMAL_SI, Quantity
 
@@ -126,18 +126,16 @@ def _write_nodes(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -> li
         if current is None:
             create.append(dict(row, cluster_id=cluster.pk))
         elif current[1] != row["content_hash"]:
-            update.append(Node(pk=current[0], cluster=cluster, **row))
+            update.append(dict(row, id=current[0]))
         elif tuple(current[2]) != tuple(row[f] for f in USAGE_FIELDS):
-            usage_only.append(Node(pk=current[0], **{f: row[f] for f in USAGE_FIELDS}))
+            usage_only.append({"id": current[0], **{f: row[f] for f in USAGE_FIELDS}})
     insert_rows(Node, create, timezone.now())
-    if update:
-        Node.objects.bulk_update(update, [f for f in row_fields(Node) if f != "name"], batch_size=BATCH)
-    if usage_only:
-        Node.objects.bulk_update(usage_only, list(USAGE_FIELDS), batch_size=BATCH)
+    update_rows(Node, update, [f for f in row_fields(Node) if f != "name"])
+    update_rows(Node, usage_only, list(USAGE_FIELDS))
     gone = [pk for name, (pk, _, _) in existing.items() if name not in snapshot.nodes]
     delete_in_batches(Node, gone)
     report.created["nodes"], report.updated["nodes"], report.deleted["nodes"] = len(create), len(update), len(gone)
-    return [row["name"] for row in create] + [node.name for node in update]
+    return [row["name"] for row in create] + [row["name"] for row in update]
 
 
 def _write_workloads(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -> tuple[dict[tuple[str, str, str], int], list]:
@@ -151,16 +149,15 @@ def _write_workloads(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -
         if current is None:
             create.append(dict(row, cluster_id=cluster.pk))
         elif current[1] != row["content_hash"]:
-            update.append(Workload(pk=current[0], cluster=cluster, **row))
+            update.append(dict(row, id=current[0]))
     insert_rows(Workload, create, timezone.now())
-    if update:
-        Workload.objects.bulk_update(update, [f for f in row_fields(Workload) if f not in {"namespace", "kind", "name"}], batch_size=BATCH)
+    update_rows(Workload, update, [f for f in row_fields(Workload) if f not in {"namespace", "kind", "name"}])
     gone = [pk for key, (pk, _) in existing.items() if key not in snapshot.workloads]
     delete_in_batches(Workload, gone)
     report.created["workloads"], report.updated["workloads"], report.deleted["workloads"] = len(create), len(update), len(gone)
     rows = Workload.objects.filter(cluster=cluster).values_list("pk", "namespace", "kind", "name")
     changed = [(row["namespace"], row["kind"], row["name"]) for row in create]
-    changed += [(w.namespace, w.kind, w.name) for w in update] + [key for key, (pk, _) in existing.items() if key not in snapshot.workloads]
+    changed += [(row["namespace"], row["kind"], row["name"]) for row in update] + [key for key, (pk, _) in existing.items() if key not in snapshot.workloads]
     return {(ns, kind, name): pk for pk, ns, kind, name in rows}, changed
 
 
@@ -178,10 +175,9 @@ def _write_pods(cluster: Cluster, snapshot: Snapshot, workload_ids: dict, report
         if current is None and uid not in known_finished:
             create.append(dict(row, cluster_id=cluster.pk))
         elif current is not None and current[1] != row["content_hash"]:
-            update.append(Pod(pk=current[0], cluster=cluster, **row))
+            update.append(dict(row, id=current[0]))
     insert_rows(Pod, create, now)
-    if update:
-        Pod.objects.bulk_update(update, [f for f in row_fields(Pod) if f not in {"uid"}], batch_size=BATCH)
+    update_rows(Pod, update, [f for f in row_fields(Pod) if f not in {"uid"}])
     gone = [pk for uid, (pk, _) in existing.items() if uid not in snapshot.pods]
     for start in range(0, len(gone), BATCH):
         Pod.objects.filter(pk__in=gone[start : start + BATCH]).update(finished_at=now)

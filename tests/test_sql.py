@@ -1,0 +1,57 @@
+"""``core.sql.update_rows``: many rows' columns by primary key, as ``bulk_update`` would leave
+them (JSON, datetimes, NULLs, foreign keys), on SQLite and PostgreSQL alike — in one statement
+per batch on PostgreSQL, whose plan probes the primary key instead of evaluating a CASE per row."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from core.sql import BATCH, update_rows
+from fleet.models import Cluster, Pod, Workload
+
+
+@pytest.fixture
+def pods(db):
+    cluster = Cluster.objects.create(name="sql-1", connector="simulated")
+    workload = Workload.objects.create(cluster=cluster, namespace="ns", kind="Deployment", name="web")
+    started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    return workload, [Pod.objects.create(cluster=cluster, namespace="ns", name=f"p{i}", uid=f"u{i}", labels={"i": str(i)},
+                                         started_at=started, cpu_request_milli=i) for i in range(5)]
+
+
+def test_rows_are_updated_as_bulk_update_would_leave_them(pods):
+    workload, rows = pods
+    later = datetime(2026, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
+    changes = [{"id": rows[0].pk, "labels": {"app": "web", "nested": {"x": [1, "two", None]}}, "started_at": later,
+                "finished_at": None, "workload_id": workload.pk, "cpu_request_milli": 2**40, "phase": "Running"},
+               {"id": rows[1].pk, "labels": {}, "started_at": None, "finished_at": later + timedelta(hours=1),
+                "workload_id": None, "cpu_request_milli": 0, "phase": ""}]
+    update_rows(Pod, changes, ["labels", "started_at", "finished_at", "workload_id", "cpu_request_milli", "phase"])
+    first, second = Pod.objects.get(pk=rows[0].pk), Pod.objects.get(pk=rows[1].pk)
+    assert first.labels == {"app": "web", "nested": {"x": [1, "two", None]}} and first.started_at == later
+    assert first.finished_at is None and first.workload_id == workload.pk and first.cpu_request_milli == 2**40
+    assert first.phase == "Running"
+    assert second.labels == {} and second.started_at is None and second.finished_at == later + timedelta(hours=1)
+    assert second.workload_id is None and second.cpu_request_milli == 0
+    untouched = Pod.objects.get(pk=rows[2].pk)
+    assert untouched.labels == {"i": "2"} and untouched.cpu_request_milli == 2, "rows not named keep their values"
+
+
+def test_one_statement_per_batch_on_postgresql(pods):
+    _, rows = pods
+    with CaptureQueriesContext(connection) as queries:
+        update_rows(Pod, [{"id": row.pk, "phase": "Failed"} for row in rows], ["phase"])
+    assert set(Pod.objects.values_list("phase", flat=True)) == {"Failed"}
+    if connection.vendor == "postgresql":
+        assert len(queries.captured_queries) == 1 and "jsonb_to_recordset" in queries.captured_queries[0]["sql"]
+    assert BATCH >= len(rows)
+
+
+def test_nothing_to_update_sends_nothing(db):
+    with CaptureQueriesContext(connection) as queries:
+        update_rows(Pod, [], ["phase"])
+    assert queries.captured_queries == []
