@@ -17,6 +17,8 @@ import plotly
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
+from core.redis import celery_urls, channel_layer_host
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("MERIDIAN_VAR_DIR", default=str(BASE_DIR / "var")))
 
@@ -105,22 +107,22 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis, celery, channels ------------------------------------------------------------
 
+#: A ``redis://``, ``unix://`` or ``sentinel://`` URL (``core.redis``: broker, result backend,
+#: channel layer and Meridian's own keys all follow a Sentinel failover).
 REDIS_URL = env.str("REDIS_URL", default=f"unix://{EMBEDDED_REDIS_SOCKET}")
-
-
-def celery_url(redis_url: str) -> str:
-    """Kombu spells a unix-socket Redis ``redis+socket://``; redis-py spells it ``unix://``."""
-    if redis_url.startswith("unix://"):
-        return "redis+socket://" + redis_url[len("unix://"):]
-    return redis_url
+try:
+    _CELERY_REDIS_URL, _CELERY_TRANSPORT = celery_urls(REDIS_URL)
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from exc
 
 
 MERIDIAN_SHARDS = env.int("MERIDIAN_SHARDS", default=4)
 if MERIDIAN_SHARDS < 1:
     raise ImproperlyConfigured("MERIDIAN_SHARDS must be at least 1")
 
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=celery_url(REDIS_URL))
-CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=celery_url(REDIS_URL))
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=_CELERY_REDIS_URL)
+CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=_CELERY_REDIS_URL)
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = dict(_CELERY_TRANSPORT)
 CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
@@ -140,7 +142,7 @@ MERIDIAN_TASK_VISIBILITY_SECONDS = env.int("MERIDIAN_TASK_VISIBILITY_SECONDS", d
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": MERIDIAN_TASK_VISIBILITY_SECONDS,
     "socket_timeout": 10, "socket_connect_timeout": 5, "retry_on_timeout": True,
-    "health_check_interval": 10,
+    "health_check_interval": 10, **_CELERY_TRANSPORT,
 }
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
@@ -155,8 +157,8 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
-            "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5,
-                       "health_check_interval": 15, "retry_on_timeout": True}],
+            "hosts": [channel_layer_host(REDIS_URL, socket_timeout=30, socket_connect_timeout=5,
+                                         health_check_interval=15, retry_on_timeout=True)],
             "capacity": 1000, "expiry": 30, "prefix": "meridian-ws",
         },
     }

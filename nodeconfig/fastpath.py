@@ -22,6 +22,7 @@ import redis.asyncio as aioredis
 
 import orjson
 
+from core.redis import async_client_for
 from fleet.tokens import CACHE_KEY
 
 from .etags import BODY_KEY, ETAG_KEY
@@ -44,7 +45,7 @@ class AgentPollFastPath:
         loop_id = id(asyncio.get_running_loop())
         client = self._clients.get(loop_id)
         if client is None:
-            client = aioredis.Redis.from_url(self.redis_url, socket_timeout=2, socket_connect_timeout=2)
+            client = async_client_for(self.redis_url, socket_timeout=2, socket_connect_timeout=2)
             self._clients[loop_id] = client
         return client
 
