@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# The browser tests drive Debian's headless Chromium (Playwright's own browser download
-# does not work offline). Install it when missing; fail loudly when that is impossible.
+# What the suite runs beyond Python, from Debian's packages: headless Chromium for the browser
+# tests (Playwright's own browser download does not work offline) and nginx, the HA suite's
+# reverse proxy. Install what is missing; fail loudly when that is impossible.
 set -euo pipefail
-if command -v chromium >/dev/null 2>&1; then
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
 fi
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "installing Debian's chromium for the browser tests"
+  echo "installing Debian's ${missing[*]} for the test suite"
   apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   exit 0
 fi
-echo "chromium is needed by the browser tests: install Debian's 'chromium' package (sudo apt-get install chromium)" >&2
+echo "the test suite needs Debian's ${missing[*]} (sudo apt-get install ${missing[*]})" >&2
 exit 1

