@@ -708,6 +708,27 @@ def test_the_base_placeholder_secret_has_the_keys_the_example_documents():
         assert secret["metadata"]["annotations"].get("meridian.io/placeholder") == "true"
 
 
+def test_the_first_apply_step_is_what_the_migration_job_needs(production):
+    """docs/deploy.md applies ``-l 'app.kubernetes.io/component notin (web,worker,beat)'``
+    first, waits for the Job, then applies the rest: that first step must hold the Job and
+    everything it reads, and no Deployment (nothing of the release starts before its schema)."""
+    first = [doc for doc in production
+             if doc["metadata"].get("labels", {}).get("app.kubernetes.io/component") not in {"web", "worker", "beat"}]
+    assert of_kind(first, "Deployment") == []
+    job = named(first, "Job", "meridian-migrate")
+    assert job is not None
+    spec = pod_spec(job)
+    assert named(first, "ServiceAccount", spec["serviceAccountName"]) is not None
+    for source in main_container(job)["envFrom"]:
+        if "configMapRef" in source:
+            assert named(first, "ConfigMap", source["configMapRef"]["name"]) is not None
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    egress = [policy for policy in of_kind(first, "NetworkPolicy")
+              if selects(policy["spec"]["podSelector"], labels) and policy["spec"].get("egress")]
+    ports = {port["port"] for policy in egress for rule in policy["spec"]["egress"] for port in rule.get("ports", [])}
+    assert {53, 5432} <= ports, "the Job reaches DNS and PostgreSQL"
+
+
 @pytest.mark.django_db
 def test_web_probes_answer_before_any_worker_runs(production, client, monkeypatch):
     """A web pod must become ready with no worker up (a first install starts them together)
