@@ -362,7 +362,10 @@ def disruption_problems(docs: Docs) -> list[str]:
             problems.append(f"no PodDisruptionBudget covers {label(deployment)}")
         for budget in mine:
             spec = budget["spec"]
-            if str(spec.get("maxUnavailable", "1")) in {"0", "0%"} or ("minAvailable" in spec and str(spec["minAvailable"]) == "100%"):
+            blocked = str(spec.get("maxUnavailable", "1")) in {"0", "0%"} or str(spec.get("minAvailable")) == "100%"
+            if isinstance(spec.get("minAvailable"), int) and spec["minAvailable"] >= deployment["spec"].get("replicas", 2):
+                blocked = True  # an autoscaled Deployment names no replicas: its floor is at least 2 (replica_problems)
+            if blocked:
                 problems.append(f"{label(budget)} never lets a drain evict a pod")
     return problems
 
@@ -408,7 +411,8 @@ def service_problems(docs: Docs) -> list[str]:
     container_ports = {port.get("name") for port in main_container(web).get("ports", [])}
     for port in service["spec"]["ports"]:
         if port.get("targetPort") not in container_ports and port.get("targetPort") != 8000:
-            problems.append(f"Service {WEB} port {port.get('name')} targets {port.get('targetPort')!r}, which the pods do not open")
+            problems.append(f"Service {WEB} port {port.get('name')} targets {port.get('targetPort')!r}, "
+                            "which the pods do not open")
     if not any(port["port"] == 80 for port in service["spec"]["ports"]):
         problems.append(f"Service {WEB} does not listen on port 80")
     return problems
@@ -421,7 +425,8 @@ def web_host_problems(docs: Docs) -> list[str]:
     if web is None:
         return [f"no Deployment {WEB}"]
     env = {item["name"]: item for item in main_container(web).get("env", [])}
-    pod_ip = [name for name, item in env.items() if item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "status.podIP"]
+    pod_ip = [name for name, item in env.items()
+              if item.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "status.podIP"]
     allowed = env.get("ALLOWED_HOSTS", {}).get("value", "")
     if not pod_ip or f"$({pod_ip[0]})" not in allowed.split(","):
         return [f"{WEB}'s ALLOWED_HOSTS ({allowed or 'from the ConfigMap'}) leaves out the pod's IP"]
@@ -442,7 +447,8 @@ def scrape_problems(docs: Docs) -> list[str]:
     if monitor.get("apiVersion") != "monitoring.coreos.com/v1":
         problems.append(f"{label(monitor)} has apiVersion {monitor.get('apiVersion')}")
     spec = monitor.get("spec", {})
-    unknown = set(spec) - {"selector", "endpoints", "namespaceSelector", "jobLabel", "targetLabels", "podTargetLabels", "sampleLimit"}
+    unknown = set(spec) - {"selector", "endpoints", "namespaceSelector", "jobLabel", "targetLabels", "podTargetLabels",
+                           "sampleLimit"}
     if unknown:
         problems.append(f"{label(monitor)} has unknown fields {sorted(unknown)}")
     if not selects(spec.get("selector", {}), service["metadata"].get("labels", {})):
@@ -454,7 +460,8 @@ def scrape_problems(docs: Docs) -> list[str]:
         if set(endpoint) - endpoint_fields:
             problems.append(f"{label(monitor)} endpoint has unknown fields {sorted(set(endpoint) - endpoint_fields)}")
         if endpoint.get("port") not in port_names:
-            problems.append(f"{label(monitor)} scrapes port {endpoint.get('port')!r}, not one of Service {WEB}'s {sorted(port_names)}")
+            problems.append(f"{label(monitor)} scrapes port {endpoint.get('port')!r}, "
+                            f"not one of Service {WEB}'s {sorted(port_names)}")
         if endpoint.get("path") != "/metrics":
             problems.append(f"{label(monitor)} scrapes {endpoint.get('path')!r}, not /metrics")
         auth = endpoint.get("authorization", {})
@@ -463,7 +470,8 @@ def scrape_problems(docs: Docs) -> list[str]:
             problems.append(f"{label(monitor)} sends no 'Authorization: Token <key>' from a Secret")
         secret = named(docs, "Secret", credentials.get("name", ""))
         if secret is not None and credentials.get("key") not in {**secret.get("data", {}), **secret.get("stringData", {})}:
-            problems.append(f"{label(monitor)} reads key {credentials.get('key')!r}, which Secret {credentials.get('name')} lacks")
+            problems.append(f"{label(monitor)} reads key {credentials.get('key')!r}, "
+                            f"which Secret {credentials.get('name')} lacks")
     return problems
 
 
@@ -491,7 +499,8 @@ def ingress_problems(docs: Docs) -> list[str]:
                 if backend["name"] != WEB:
                     problems.append(f"{label(ingress)} {path['path']} goes to {backend['name']}, not {WEB}")
                 if path["path"] == "/ws/":
-                    timeouts = [int(notes.get(f"nginx.ingress.kubernetes.io/proxy-{way}-timeout", 60)) for way in ("read", "send")]
+                    timeouts = [int(notes.get(f"nginx.ingress.kubernetes.io/proxy-{way}-timeout", 60))
+                                for way in ("read", "send")]
                     if min(timeouts) < WEBSOCKET_TIMEOUT_SECONDS:
                         problems.append(f"{label(ingress)} cuts idle websockets after {min(timeouts)} s")
                     websocket = True
@@ -521,7 +530,8 @@ def config_problems(docs: Docs) -> list[str]:
         problems.append("LOG_FORMAT is not json")
     image_root = dockerfile_env(final_stage(parse_dockerfile(DOCKERFILE.read_text()))).get("STATIC_ROOT")
     if settings.get("STATIC_ROOT") != image_root:
-        problems.append(f"STATIC_ROOT {settings.get('STATIC_ROOT')!r} is not where the image collected static files ({image_root!r})")
+        problems.append(f"STATIC_ROOT {settings.get('STATIC_ROOT')!r} is not where the image collected static files "
+                        f"({image_root!r})")
     names = {doc["metadata"]["name"] for doc in of_kind(docs, "ConfigMap")}
     for workload in workloads(docs):
         for container in containers(workload):
@@ -568,46 +578,60 @@ def _drop_kind(kind: str) -> Callable[[Docs], None]:
     return mutate
 
 
-CONTAINER = "spec.template.spec.containers.0"
+def _whole_worker_budget(docs: Docs) -> None:
+    spec = named(docs, "PodDisruptionBudget", "meridian-worker")["spec"]
+    del spec["maxUnavailable"]
+    spec["minAvailable"] = named(docs, "Deployment", "meridian-worker")["spec"]["replicas"]
+
+
+POD = "spec.template.spec"
+WEB_C, WORKER_C, BEAT_C = (f"Deployment/meridian-{name}:{POD}.containers.0" for name in ("web", "worker", "beat"))
+JOB_C = f"Job/meridian-migrate:{POD}.containers.0"
 BREAKAGES = [
     (schema_problems, "a misspelt field", _set("Deployment/meridian-worker:spec.replica", 2)),
-    (schema_problems, "a kind without a schema", lambda docs: docs.append({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "w"}})),
+    (schema_problems, "a kind without a schema",
+     lambda docs: docs.append({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "w"}})),
     (namespace_problems, "an object outside the namespace", _set("Service/meridian-web:metadata.namespace", "default")),
     (replica_problems, "one worker", _set("Deployment/meridian-worker:spec.replicas", 1)),
     (replica_problems, "an autoscaler down to one web pod", _set("HorizontalPodAutoscaler/meridian-web:spec.minReplicas", 1)),
-    (web_probe_problems, "no readiness probe", _set(f"Deployment/meridian-web:{CONTAINER}.readinessProbe", None)),
-    (web_probe_problems, "liveness on a dependency", _set(f"Deployment/meridian-web:{CONTAINER}.livenessProbe.httpGet.path", "/readyz")),
-    (web_probe_problems, "a probe on a closed port", _set(f"Deployment/meridian-web:{CONTAINER}.startupProbe.httpGet.port", 9000)),
-    (shutdown_problems, "a short grace period", _set("Deployment/meridian-web:spec.template.spec.terminationGracePeriodSeconds", 30)),
-    (shutdown_problems, "no preStop sleep", _set(f"Deployment/meridian-web:{CONTAINER}.lifecycle", None)),
-    (resource_problems, "no memory limit", _set(f"Deployment/meridian-beat:{CONTAINER}.resources.limits.memory", None)),
-    (resource_problems, "an init container without requests", _set("Deployment/meridian-web:spec.template.spec.initContainers.0.resources", None)),
-    (security_problems, "a writable root filesystem", _set(f"Job/meridian-migrate:{CONTAINER}.securityContext.readOnlyRootFilesystem", False)),
-    (security_problems, "privilege escalation", _set(f"Deployment/meridian-worker:{CONTAINER}.securityContext.allowPrivilegeEscalation", None)),
-    (security_problems, "root", _set(f"Deployment/meridian-web:{CONTAINER}.securityContext.runAsUser", 0)),
-    (security_problems, "capabilities kept", _set(f"Deployment/meridian-beat:{CONTAINER}.securityContext.capabilities", None)),
-    (security_problems, "no /tmp", _set(f"Deployment/meridian-web:{CONTAINER}.volumeMounts", [])),
-    (image_problems, "latest", _set(f"Deployment/meridian-web:{CONTAINER}.image", "registry.example.com/platform/meridian:latest")),
-    (image_problems, "no tag", _set("Deployment/meridian-worker:spec.template.spec.initContainers.0.image", "registry.example.com:5000/meridian")),
-    (shard_problems, "a worker on some shards only", _set(f"Deployment/meridian-worker:{CONTAINER}.args", ["python", "manage.py", "meridian_worker", "--shards", "0-2"])),
-    (shard_problems, "nobody on the default queue", _set(f"Deployment/meridian-worker:{CONTAINER}.args", [*WORKER_COMMAND, "--no-default-queue"])),
-    (command_problems, "another web command", _set(f"Deployment/meridian-web:{CONTAINER}.args", ["uvicorn", "config.asgi:application"])),
-    (command_problems, "a command replacing tini", _set(f"Deployment/meridian-beat:{CONTAINER}.command", ["python"])),
-    (command_problems, "another migration command", _set(f"Job/meridian-migrate:{CONTAINER}.args", ["python", "manage.py", "migrate"])),
-    (migration_problems, "no wait for migrations", _set("Deployment/meridian-beat:spec.template.spec.initContainers", [])),
+    (web_probe_problems, "no readiness probe", _set(f"{WEB_C}.readinessProbe", None)),
+    (web_probe_problems, "liveness on a dependency", _set(f"{WEB_C}.livenessProbe.httpGet.path", "/readyz")),
+    (web_probe_problems, "a probe on a closed port", _set(f"{WEB_C}.startupProbe.httpGet.port", 9000)),
+    (shutdown_problems, "a short grace period", _set(f"Deployment/meridian-web:{POD}.terminationGracePeriodSeconds", 30)),
+    (shutdown_problems, "no preStop sleep", _set(f"{WEB_C}.lifecycle", None)),
+    (resource_problems, "no memory limit", _set(f"{BEAT_C}.resources.limits.memory", None)),
+    (resource_problems, "an init container without requests",
+     _set(f"Deployment/meridian-web:{POD}.initContainers.0.resources", None)),
+    (security_problems, "a writable root filesystem", _set(f"{JOB_C}.securityContext.readOnlyRootFilesystem", False)),
+    (security_problems, "privilege escalation", _set(f"{WORKER_C}.securityContext.allowPrivilegeEscalation", None)),
+    (security_problems, "root", _set(f"{WEB_C}.securityContext.runAsUser", 0)),
+    (security_problems, "capabilities kept", _set(f"{BEAT_C}.securityContext.capabilities", None)),
+    (security_problems, "no /tmp", _set(f"{WEB_C}.volumeMounts", [])),
+    (image_problems, "latest", _set(f"{WEB_C}.image", "registry.example.com/platform/meridian:latest")),
+    (image_problems, "no tag",
+     _set(f"Deployment/meridian-worker:{POD}.initContainers.0.image", "registry.example.com:5000/meridian")),
+    (shard_problems, "a worker on some shards only", _set(f"{WORKER_C}.args", [*WORKER_COMMAND[:-1], "0-2"])),
+    (shard_problems, "nobody on the default queue", _set(f"{WORKER_C}.args", [*WORKER_COMMAND, "--no-default-queue"])),
+    (command_problems, "another web command", _set(f"{WEB_C}.args", ["uvicorn", "config.asgi:application"])),
+    (command_problems, "a command replacing tini", _set(f"{BEAT_C}.command", ["python"])),
+    (command_problems, "another migration command", _set(f"{JOB_C}.args", ["python", "manage.py", "migrate"])),
+    (migration_problems, "no wait for migrations", _set(f"Deployment/meridian-beat:{POD}.initContainers", [])),
     (migration_problems, "no migration Job", _drop_kind("Job")),
     (disruption_problems, "no budget", _drop_kind("PodDisruptionBudget")),
     (disruption_problems, "a budget a drain cannot meet", _set("PodDisruptionBudget/meridian-web:spec.maxUnavailable", 0)),
+    (disruption_problems, "a budget as large as the Deployment", _whole_worker_budget),
     (network_problems, "no policies", _drop_kind("NetworkPolicy")),
     (network_problems, "no Redis", _set("NetworkPolicy/meridian-egress:spec.egress.1.ports.1.port", 6380)),
-    (service_problems, "a Service selecting nothing", _set("Service/meridian-web:spec.selector", {"app.kubernetes.io/component": "api"})),
-    (web_host_problems, "ALLOWED_HOSTS without the pod IP", _set(f"Deployment/meridian-web:{CONTAINER}.env.1.value", "$(ALLOWED_HOSTS)")),
+    (service_problems, "a Service selecting nothing",
+     _set("Service/meridian-web:spec.selector", {"app.kubernetes.io/component": "api"})),
+    (web_host_problems, "ALLOWED_HOSTS without the pod IP", _set(f"{WEB_C}.env.1.value", "$(ALLOWED_HOSTS)")),
     (scrape_problems, "a scrape of another port", _set("ServiceMonitor/meridian-web:spec.endpoints.0.port", "metrics")),
     (scrape_problems, "a bearer token", _set("ServiceMonitor/meridian-web:spec.endpoints.0.authorization.type", "Bearer")),
     (scrape_problems, "no ServiceMonitor", _drop_kind("ServiceMonitor")),
     (ingress_problems, "websockets cut after a minute",
      _set("Ingress/meridian-websocket:metadata.annotations", {"nginx.ingress.kubernetes.io/proxy-send-timeout": "3600"})),
-    (ingress_problems, "small bodies", _set("Ingress/meridian:metadata.annotations", {"nginx.ingress.kubernetes.io/proxy-body-size": "1m"})),
+    (ingress_problems, "small bodies",
+     _set("Ingress/meridian:metadata.annotations", {"nginx.ingress.kubernetes.io/proxy-body-size": "1m"})),
     (config_problems, "no STATIC_ROOT", _all(lambda doc: doc["data"].pop("STATIC_ROOT"), kinds=("ConfigMap",))),
 ]
 
@@ -835,7 +859,8 @@ def dockerfile_problems(text: str) -> list[str]:
                 problems.append(f"the runtime stage installs build tools: {sorted(words & COMPILERS) or arguments}")
             if "pip" in words and "install" in words:
                 problems.append("the runtime stage pip-installs (the venv comes from the builder)")
-    if not any(instruction == "COPY" and "--from=" in arguments and "/opt/venv" in arguments for instruction, arguments in runtime):
+    if not any(instruction == "COPY" and "--from=" in arguments and "/opt/venv" in arguments
+               for instruction, arguments in runtime):
         problems.append("the runtime stage does not copy the builder's venv")
     entrypoints = [arguments for instruction, arguments in runtime if instruction == "ENTRYPOINT"]
     if not entrypoints or "tini" not in entrypoints[-1]:
