@@ -32,6 +32,7 @@ import yaml
 from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
 
 from core.sharding import parse_shard_spec
+from tests.faults.processes import BEAT_COMMAND, MIGRATE_COMMAND, WEB_COMMAND, WORKER_COMMAND
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -45,13 +46,7 @@ KUBERNETES_VERSION = "1.32"
 CRD_KINDS = {"ServiceMonitor"}
 NAMESPACE = "meridian"
 
-# The production commands (README, "Production"). The lead keeps the same ones in
-# tests/faults/processes.py; they belong in one place once both branches meet.
-WEB_COMMAND = ("uvicorn", "config.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--workers", "2",
-               "--proxy-headers", "--timeout-graceful-shutdown", "25")
-WORKER_COMMAND = ("python", "manage.py", "meridian_worker", "--shards", "all")
-BEAT_COMMAND = ("python", "manage.py", "meridian_beat")
-MIGRATE_COMMAND = ("python", "manage.py", "migrate", "--noinput")
+# The production commands (README, "Production"), in one place with the fault and HA suites'.
 DEPLOYMENT_COMMANDS = {"meridian-web": WEB_COMMAND, "meridian-worker": WORKER_COMMAND, "meridian-beat": BEAT_COMMAND}
 WEB = "meridian-web"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.faults.processes import BEAT_COMMAND, WEB_COMMAND, WORKER_COMMAND
+from tests.faults.processes import BEAT_COMMAND, MIGRATE_COMMAND, WEB_COMMAND, WORKER_COMMAND
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
@@ -17,6 +17,5 @@ def production_section() -> str:
 
 def test_the_fault_suite_runs_the_readme_production_commands():
     section = production_section()
-    assert f"`{' '.join(WEB_COMMAND)}`" in section
-    assert f"`python {' '.join(WORKER_COMMAND)}`" in section
-    assert f"`{' '.join(BEAT_COMMAND)}`" in section
+    for command in (WEB_COMMAND, WORKER_COMMAND, BEAT_COMMAND, MIGRATE_COMMAND):
+        assert f"`{' '.join(command)}`" in section, command

@@ -299,11 +299,22 @@ http {{
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-#: The README's production commands, as the fault suite runs them (only the web server's
-#: address differs); ``tests/test_readme.py`` holds the README to them.
-WEB_COMMAND = ("uvicorn", "config.asgi:application", "--workers", "2", "--proxy-headers")
-WORKER_COMMAND = ("manage.py", "meridian_worker", "--shards", "all")
+#: The README's production commands, word for word: the fault and HA suites run them (only the
+#: web server's address and process count differ), the Kubernetes manifests and the image run
+#: them (``tests/test_deploy.py``), and ``tests/test_readme.py`` holds the README to them.
+WEB_COMMAND = ("uvicorn", "config.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--workers", "2",
+               "--proxy-headers", "--timeout-graceful-shutdown", "25")
+WORKER_COMMAND = ("python", "manage.py", "meridian_worker", "--shards", "all")
 BEAT_COMMAND = ("celery", "-A", "config", "beat")
+MIGRATE_COMMAND = ("python", "manage.py", "migrate", "--noinput")
+
+
+def with_options(command: tuple[str, ...], **values: object) -> list[str]:
+    """``command`` with some of its options' values replaced (``host="127.0.0.1"`` → ``--host 127.0.0.1``)."""
+    words = list(command)
+    for name, value in values.items():
+        words[words.index(f"--{name}") + 1] = str(value)
+    return words
 
 
 class Meridian:
@@ -336,15 +347,13 @@ class Meridian:
     def start_web(self, name: str = "web", *, port: int | None = None, workers: int = 2) -> int:
         """The README's web command (``workers`` processes) on ``port`` (a free one by default)."""
         port = port or (self.port if name == "web" else free_port())
-        command = [sys.executable, "-m", *WEB_COMMAND, "--host", "127.0.0.1", "--port", str(port)]
-        command[command.index("--workers") + 1] = str(workers)
-        self._start(name, command)
+        self._start(name, [sys.executable, "-m", *with_options(WEB_COMMAND, host="127.0.0.1", port=port, workers=workers)])
         wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200, timeout=60,
                    what=f"{name} to start")
         return port
 
     def start_worker(self, name: str = "worker") -> None:
-        self._start(name, [sys.executable, *WORKER_COMMAND])
+        self._start(name, [sys.executable, *WORKER_COMMAND[1:]])
 
     def worker_node(self, name: str) -> str:
         """The start of the Celery node names ``meridian_worker`` gives the worker ``name`` (one per restart)."""
