@@ -183,7 +183,7 @@ def web_probe_problems(docs: Docs) -> list[str]:
     container = main_container(web)
     ports = {port.get("name"): port["containerPort"] for port in container.get("ports", [])}
     problems = []
-    for probe, path in (("startupProbe", None), ("readinessProbe", None), ("livenessProbe", "/healthz")):
+    for probe, path in (("startupProbe", None), ("readinessProbe", "/readyz?checks=database"), ("livenessProbe", "/healthz")):
         get = container.get(probe, {}).get("httpGet")
         if not get:
             problems.append(f"{WEB} has no HTTP {probe}")
@@ -191,7 +191,7 @@ def web_probe_problems(docs: Docs) -> list[str]:
         if get.get("port") not in ports and get.get("port") not in ports.values():
             problems.append(f"{WEB}'s {probe} probes port {get.get('port')!r}, which the container does not open")
         if path and get.get("path") != path:
-            problems.append(f"{WEB}'s {probe} asks {get.get('path')!r}, not {path} (a restart cures no outside dependency)")
+            problems.append(f"{WEB}'s {probe} asks {get.get('path')!r}, not {path}")
     return problems
 
 
@@ -591,6 +591,7 @@ BREAKAGES = [
     (replica_problems, "an autoscaler down to one web pod", _set("HorizontalPodAutoscaler/meridian-web:spec.minReplicas", 1)),
     (web_probe_problems, "no readiness probe", _set(f"{WEB_C}.readinessProbe", None)),
     (web_probe_problems, "liveness on a dependency", _set(f"{WEB_C}.livenessProbe.httpGet.path", "/readyz")),
+    (web_probe_problems, "readiness waiting for workers", _set(f"{WEB_C}.readinessProbe.httpGet.path", "/readyz")),
     (web_probe_problems, "a probe on a closed port", _set(f"{WEB_C}.startupProbe.httpGet.port", 9000)),
     (shutdown_problems, "a short grace period", _set(f"Deployment/meridian-web:{POD}.terminationGracePeriodSeconds", 30)),
     (shutdown_problems, "no preStop sleep", _set(f"{WEB_C}.lifecycle", None)),
@@ -751,8 +752,9 @@ def test_the_first_apply_step_is_what_the_migration_job_needs(production):
 @pytest.mark.django_db
 def test_web_probes_answer_before_any_worker_runs(production, client, monkeypatch):
     """A web pod must become ready with no worker up (a first install starts them together)
-    and stay in the Service while the workers are down: /readyz waits for a worker heartbeat,
-    so it is no readiness probe for the web. Shown against the real views, with no heartbeat."""
+    and stay in the Service while the workers are down: the whole /readyz waits for a worker
+    heartbeat, so the web's readiness asks for the database alone. Shown against the real
+    views, with no heartbeat."""
     monkeypatch.setattr("core.health.live_workers", lambda: [])
     for probe, path in web_probe_paths(production).items():
         assert client.get(path).status_code == 200, f"{probe} {path} fails while no worker runs"

@@ -32,6 +32,20 @@ def test_readyz_reports_each_dependency_and_waits_for_a_worker(client, django_us
 
 
 @pytest.mark.django_db
+def test_readyz_runs_only_the_checks_asked_for(client):
+    """A web pod's readiness probe asks for the database alone: no worker heartbeat (a first
+    install, a worker outage) must not take every web pod out of its Service."""
+    get_redis().delete(WORKERS_KEY)
+    assert client.get("/readyz").status_code == 503
+    response = client.get("/readyz?checks=database")
+    assert response.status_code == 200 and set(response.json()["checks"]) == {"database"}
+    both = client.get("/readyz?checks=database,workers")
+    assert both.status_code == 503 and set(both.json()["checks"]) == {"database", "workers"}
+    unknown = client.get("/readyz?checks=database,disk")
+    assert unknown.status_code == 400 and unknown.json()["errors"] == {"checks": ["Choose among database, redis, workers."]}
+
+
+@pytest.mark.django_db
 def test_readyz_tells_anonymous_callers_only_whether_each_check_passed(client):
     """A load balancer needs ok/not ok; worker names and the database vendor help attackers."""
     beat_once("secret-worker@internal-host")
