@@ -143,6 +143,10 @@ def m2m_table(table: str, name: str, field: models.Field) -> str | None:
     return field.db_table or f"{table}_{name}"
 
 
+def schema_of_model(state: ProjectState, key: tuple[str, str]) -> set[str]:
+    return {column_of(name, field) for name, field in state.models[key].fields.items() if not field.many_to_many}
+
+
 def schema_of(state: ProjectState) -> dict[str, set[str]]:
     """Every table the models of a state use, with the columns they read and write."""
     tables: dict[str, set[str]] = {}
@@ -150,7 +154,7 @@ def schema_of(state: ProjectState) -> dict[str, set[str]]:
         if not model.options.get("managed", True) or model.options.get("proxy"):
             continue
         table = table_of(state, app_label, model.name)
-        tables[table] = {column_of(n, f) for n, f in model.fields.items() if not f.many_to_many}
+        tables[table] = schema_of_model(state, (app_label, model.name_lower))
         for name, field in model.fields.items():
             if field.many_to_many and (through := m2m_table(table, name, field)):
                 tables[through] = set()
@@ -282,6 +286,7 @@ class Checker:
                 inner.state_forwards(self.app_label, following)
                 self.check(inner, state, following)
                 state = following
+            self.orphans(op, database=state, named=after)
         elif isinstance(op, POSTGRES_ONLY) or type(op) is pg_ops.AddIndexConcurrently:
             self.refuse(op, "postgres-only", f"{type(op).__name__} fails on SQLite, where Meridian also runs"
                         + (": use core.migration_ops.AddIndexConcurrently" if isinstance(op, ops.AddIndex) else ""))
@@ -312,6 +317,20 @@ class Checker:
         else:
             self.refuse(op, "unknown-operation", f"no rule for {type(op).__name__}: decide whether it is an expand "
                         "step and teach tests/migration_compat.py")
+
+    def orphans(self, op, database: ProjectState, named: ProjectState) -> None:
+        """Columns the models stop naming (state only) while the table keeps them: the
+        release's own INSERTs leave them out, so each must be nullable or have a db_default."""
+        for key, model in database.models.items():
+            if key not in named.models:
+                continue
+            columns = schema_of_model(named, key)
+            for name, field in model.fields.items():
+                column = column_of(name, field)
+                if column and column not in columns and not field.null and field.db_default is models.NOT_PROVIDED:
+                    self.refuse(op, "orphan-column", f"{table_of(database, *key)}.{column} stays NOT NULL without a "
+                                "database default while the models drop it, so this release's own INSERTs fail: make "
+                                "it nullable or give it a db_default in database_operations")
 
     def add_index(self, op: ops.AddIndex, before: ProjectState) -> None:
         if is_concurrent(op):
@@ -363,17 +382,16 @@ class Checker:
                 self.still_used(op, f"drops table {through}")
         elif column_of(op.name, field) in self.baseline.get(table, ()):
             self.still_used(op, f"drops column {table}.{column_of(op.name, field)}")
-        if table in self.baseline:
-            self.contract(op, f"drops a column of {table}")
+        self.contract(op, f"drops a column of {table}")
 
     def rename_field(self, op: ops.RenameField, before: ProjectState, after: ProjectState) -> None:
         table = table_of(before, self.app_label, op.model_name)
         model = op.model_name.lower()
         old_column = column_of(op.old_name, before.models[self.app_label, model].fields[op.old_name])
         new_column = column_of(op.new_name, after.models[self.app_label, model].fields[op.new_name])
-        if old_column == new_column or table not in self.baseline:
+        if old_column == new_column:
             return  # the column keeps its name (db_column): nothing changes in the database
-        if old_column in self.baseline[table]:
+        if old_column in self.baseline.get(table, ()):
             self.still_used(op, f"renames column {table}.{old_column} to {new_column}")
         self.contract(op, f"renames a column of {table}")
 
@@ -381,15 +399,17 @@ class Checker:
         table = table_of(before, self.app_label, op.name)
         if table in self.baseline:
             self.still_used(op, f"drops table {table}")
-            self.contract(op, f"drops table {table}")
+        self.contract(op, f"drops table {table}")
 
     def rename_table(self, op: ops.RenameModel | ops.AlterModelTable, before: ProjectState, after: ProjectState) -> None:
         old_name = op.old_name if isinstance(op, ops.RenameModel) else op.name
         new_name = op.new_name if isinstance(op, ops.RenameModel) else op.name
         old_table, new_table = table_of(before, self.app_label, old_name), table_of(after, self.app_label, new_name)
-        if old_table != new_table and old_table in self.baseline:
+        if old_table == new_table:
+            return  # the table keeps its name (db_table): nothing changes in the database
+        if old_table in self.baseline:
             self.still_used(op, f"renames table {old_table} to {new_table}")
-            self.contract(op, f"renames table {old_table}")
+        self.contract(op, f"renames table {old_table}")
 
     def add_constraint(self, op: ops.AddConstraint, before: ProjectState) -> None:
         table = self.old_table(before, op.model_name)
@@ -476,9 +496,9 @@ def lock_hazards(statements: Iterable[str], tables: Iterable[str]) -> list[str]:
     found = []
     for sql in statements:
         for pattern, why in LOCKING_SQL:
-            match = pattern.search(sql)
+            match = pattern.search(str(sql))
             if match and match["table"] in tables:
-                found.append(f"{why}: {' '.join(sql.split())[:200]}")
+                found.append(f"{why}: {' '.join(str(sql).split())[:200]}")
     return found
 
 
@@ -589,14 +609,14 @@ class OldCode:
             return None  # a cycle through a nullable key (a parent, a current revision): the UPDATE sets it
         return self.create(target) if field.one_to_one else self.row(target)
 
-    def requires(self, model: type[models.Model], models_: set[type[models.Model]], seen=None) -> bool:
-        """Whether a row of ``model`` needs (through NOT NULL keys) a row of one of ``models_``."""
+    def requires(self, model: type[models.Model], others: set[type[models.Model]], seen=None) -> bool:
+        """Whether a row of ``model`` needs (through NOT NULL keys) a row of one of ``others``."""
         seen = set() if seen is None else seen
         seen.add(model)
         for field in model._meta.concrete_fields:
             if field.is_relation and not field.null:
                 target = field.related_model
-                if target in models_ or (target not in seen and self.requires(target, models_, seen)):
+                if target in others or (target not in seen and self.requires(target, others, seen)):
                     return True
         return False
 

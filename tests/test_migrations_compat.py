@@ -11,9 +11,11 @@ not move when the baseline does): no bad migration is ever committed.
 
 from __future__ import annotations
 
+import io
 import runpy
 
 import pytest
+from django.contrib.postgres.operations import AddIndexConcurrently as PostgresAddIndexConcurrently
 from django.core.management import call_command
 from django.db import NotSupportedError, connection, migrations, models, transaction
 from django.db.migrations.executor import MigrationExecutor
@@ -23,7 +25,6 @@ from django.db.models.functions import Now
 
 from config import release
 from core.migration_ops import AddIndexConcurrently
-from django.contrib.postgres.operations import AddIndexConcurrently as PostgresAddIndexConcurrently
 from tests import migration_compat as compat
 
 POSTGRES = connection.vendor == "postgresql"
@@ -80,8 +81,9 @@ def test_the_baseline_names_one_existing_migration_per_app(loader):
 
 def test_release_baseline_writes_every_apps_latest_migration(loader, tmp_path):
     """``manage.py release_baseline <release>`` is how the baseline moves at release time."""
-    output = tmp_path / "release.py"
-    call_command("release_baseline", "9.9.9", output=str(output), stdout=open("/dev/null", "w"))
+    output, said = tmp_path / "release.py", io.StringIO()
+    call_command("release_baseline", "9.9.9", output=str(output), stdout=said)
+    assert "release 9.9.9" in said.getvalue()
     written = runpy.run_path(str(output))
     assert written["RELEASE"] == "9.9.9"
     assert written["BASELINE"] == {app: name for app, name in sorted(loader.graph.leaf_nodes())}
@@ -152,6 +154,7 @@ def test_a_new_column_needs_null_or_a_database_default(state_0_1):
     assert problems(state_0_1, "core", migrations.AddField("job", "owner", models.CharField(max_length=50, db_default="x"))) == []
     assert problems(state_0_1, "core", migrations.AddField("job", "seen", models.DateTimeField(db_default=Now()))) == []
     assert problems(state_0_1, "quotas", migrations.AddField("quotagroup", "watchers", models.ManyToManyField("auth.user"))) == []
+    assert problems(state_0_1, "core", migrations.AlterOrderWithRespectTo("job", "user")) == ["not-null-column"]  # _order
     # A table of this release: N−1 never writes it.
     assert problems(state_0_1, "core",
                     migrations.CreateModel("Lease", [("id", models.BigAutoField(primary_key=True))]),
@@ -188,22 +191,22 @@ def test_altering_a_column_that_only_relaxes_passes(state_0_1, new_field):
     assert problems(state_0_1, "core", migrations.AlterField("job", "status", new_field)) == []
 
 
-@pytest.mark.parametrize("new_field", [
-    models.CharField(max_length=8, db_index=True, default="pending", choices=[
-        ("pending", "P"), ("running", "R"), ("succeeded", "S"), ("failed", "F"), ("canceled", "C")]),
-    models.CharField(max_length=16, db_index=True, default="pending", choices=[
-        ("pending", "P"), ("running", "R"), ("succeeded", "S"), ("failed", "F")]),
-    models.CharField(max_length=16, db_index=True, unique=True, default="pending"),
-    models.TextField(db_index=True, default="pending"),
-    models.CharField(max_length=16, db_index=True, default="pending", db_column="state"),
+CHOICES = [("pending", "P"), ("running", "R"), ("succeeded", "S"), ("failed", "F"), ("canceled", "C")]
+
+
+@pytest.mark.parametrize("new_field, unmarked, marked", [
+    (models.CharField(max_length=8, db_index=True, default="pending", choices=CHOICES), ["contract-unmarked"], []),
+    (models.CharField(max_length=16, db_index=True, default="pending", choices=CHOICES[:4]), ["contract-unmarked"], []),
+    (models.CharField(max_length=16, db_index=True, unique=True, default="pending"), ["contract-unmarked"], []),
+    (models.TextField(db_index=True, default="pending"), ["contract-unmarked"], []),
+    (models.CharField(max_length=16, db_index=True, default="pending", choices=CHOICES, db_column="state"),
+     ["removes-used"], ["removes-used"]),
 ], ids=["shorter", "drops-a-choice", "unique", "type", "column-renamed"])
-def test_altering_a_column_that_tightens_is_a_contract_step(state_0_1, new_field):
-    """What N−1 writes may no longer fit; allowed only as a marked contract step, a release
-    after N−1 stopped writing it (a renamed column never: N−1 selects it by name)."""
-    refused = problems(state_0_1, "core", migrations.AlterField("job", "status", new_field))
-    assert "contract-unmarked" in refused or "removes-used" in refused
-    marked = problems(state_0_1, "core", migrations.AlterField("job", "status", new_field), **CONTRACT)
-    assert marked == (["removes-used"] if new_field.db_column else [])
+def test_altering_a_column_that_tightens_is_a_contract_step(state_0_1, new_field, unmarked, marked):
+    """What N−1 writes may no longer fit: allowed only as a marked contract step, a release
+    after N−1 stopped writing it. A renamed column never: N−1 selects it by its old name."""
+    assert problems(state_0_1, "core", migrations.AlterField("job", "status", new_field)) == unmarked
+    assert problems(state_0_1, "core", migrations.AlterField("job", "status", new_field), **CONTRACT) == marked
 
 
 def test_making_a_column_not_null_is_a_contract_step(state_0_1):
@@ -236,25 +239,49 @@ def test_a_rename_that_keeps_the_column_or_table_changes_nothing(state_0_1):
                     migrations.RenameModel("objectchange", "auditentry")) == []
 
 
-def test_dropping_a_column_release_n_minus_1_no_longer_has_is_a_marked_contract_step(state_0_1):
-    """The two-release drop: release K removes the field from its models only
-    (SeparateDatabaseAndState; the column is nullable or has a database default, so K's
-    INSERTs without it succeed); release K+1, with K as its baseline, puts the field back into
-    the migration state and drops the column for real."""
+def test_dropping_a_column_takes_two_releases(state_0_1):
+    """Release K stops naming the column in its models only (SeparateDatabaseAndState), and
+    makes it nullable so its own INSERTs, which leave it out, succeed; release K+1, with K as
+    its baseline, puts the field back into the migration state and drops the column, marked."""
+    stop_naming = migrations.SeparateDatabaseAndState(
+        database_operations=[migrations.AlterField("job", "log", models.TextField(blank=True, null=True))],
+        state_operations=[migrations.RemoveField("job", "log")])
+    assert problems(state_0_1, "core", stop_naming) == []
+    assert problems(state_0_1, "core", migrations.SeparateDatabaseAndState(
+        state_operations=[migrations.RemoveField("job", "log")])) == ["orphan-column"]  # still NOT NULL
+
     release_k = state_0_1.clone()
-    migrations.RemoveField("job", "log").state_forwards("core", release_k)
-    drop = (migrations.SeparateDatabaseAndState(state_operations=[migrations.AddField("job", "log", models.TextField(blank=True))]),
-            migrations.RemoveField("job", "log"))
+    stop_naming.state_forwards("core", release_k)
+    drop = (migrations.SeparateDatabaseAndState(state_operations=[
+        migrations.AddField("job", "log", models.TextField(blank=True, null=True))]), migrations.RemoveField("job", "log"))
     assert problems(release_k, "core", *drop, baseline=release_k, **CONTRACT) == []
     assert problems(release_k, "core", *drop, baseline=release_k) == ["contract-unmarked"]
-    # The same drop with release 0.1.0 (which still has the field) as the baseline.
+    # The same drop a release early, while the baseline's models still name the column.
+    assert problems(state_0_1, "core", drop[1], **CONTRACT) == ["removes-used"]
+
+
+def test_dropping_a_table_takes_two_releases(state_0_1):
+    """As a column: release K drops the model from its state only; release K+1 puts it back
+    into the migration state and drops the table, marked."""
+    stop_naming = migrations.SeparateDatabaseAndState(state_operations=[migrations.DeleteModel("objectchange")])
+    assert problems(state_0_1, "core", stop_naming) == []
+    release_k = state_0_1.clone()
+    stop_naming.state_forwards("core", release_k)
+    audit = state_0_1.models["core", "objectchange"]
+    drop = (migrations.SeparateDatabaseAndState(state_operations=[
+        migrations.CreateModel(audit.name, list(audit.fields.items()), options=audit.options)]),
+        migrations.DeleteModel("objectchange"))
+    assert problems(release_k, "core", *drop, baseline=release_k, **CONTRACT) == []
+    assert problems(release_k, "core", *drop, baseline=release_k) == ["contract-unmarked"]
     assert problems(state_0_1, "core", drop[1], **CONTRACT) == ["removes-used"]
 
 
 def test_separate_database_and_state_is_judged_by_its_database_operations(state_0_1):
+    """A drop in database_operations is still a drop; a state-only removal of a nullable
+    column changes nothing N−1 (or N) writes."""
     hidden = migrations.SeparateDatabaseAndState(database_operations=[migrations.RemoveField("job", "log")])
     assert problems(state_0_1, "core", hidden, **CONTRACT) == ["removes-used"]
-    state_only = migrations.SeparateDatabaseAndState(state_operations=[migrations.RemoveField("job", "log")])
+    state_only = migrations.SeparateDatabaseAndState(state_operations=[migrations.RemoveField("job", "dispatched")])
     assert problems(state_0_1, "core", state_only) == []
 
 
@@ -472,7 +499,7 @@ def test_on_postgresql_migrations_after_the_baseline_hold_no_long_lock(loader):
     nothing that blocks writes to a fleet-scale table N−1 uses for longer than a moment."""
     plan = compat.migrations_after(loader)
     if not plan:
-        return  # nothing after the baseline yet: the release is its baseline
+        pytest.skip("no migration after the release baseline yet")
     old_tables = set(compat.schema_of(compat.baseline_state(loader))) & set(compat.LARGE_TABLES)
     baseline = dict(compat.baseline_nodes(loader.graph))
     leaves = sorted(loader.graph.leaf_nodes())
