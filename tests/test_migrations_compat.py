@@ -21,7 +21,7 @@ from django.db import NotSupportedError, connection, migrations, models, transac
 from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.operations.base import Operation
 from django.db.migrations.state import ModelState, ProjectState
-from django.db.models.functions import Now
+from django.db.models.functions import Now, Random
 
 from config import release
 from core.migration_ops import AddIndexConcurrently
@@ -72,7 +72,7 @@ CONTRACT = {"CONTRACT": "code stopped reading it; the expand shipped in release 
 
 def test_the_baseline_names_one_existing_migration_per_app(loader):
     """A baseline naming a migration that does not exist (renamed, squashed away) would make
-    every later check meaningless; the apps it names are the ones with migrations."""
+    every later check meaningless."""
     nodes = compat.baseline_nodes(loader.graph)
     apps = {app for app, _ in loader.graph.nodes}
     assert {app for app, _ in nodes} <= apps
@@ -106,6 +106,7 @@ def test_migrations_after_the_baseline_follow_the_graph(loader):
 
 
 def test_every_migration_after_the_baseline_is_an_expand_step(loader):
+    """The rules (docs/upgrades.md) over the next release's migrations, in migrate's order."""
     plan, found = compat.check_release(loader)
     checked = [f"{m.app_label}.{m.name}" for m in plan]
     assert [str(p) for p in found] == [], f"checked {checked}"
@@ -130,8 +131,8 @@ def test_the_rules_would_have_refused_contract_steps_of_release_0_1(loader):
 
 
 def test_a_job_waiting_migration_as_expand_steps_passes(state_0_1):
-    """core.0004_job_waiting as the lead writes it: a column with a database default, a new
-    choice, the new partial index before the old one goes (core_job is small)."""
+    """core.0004_job_waiting as written for the release after 0.1.0: a column with a database
+    default, a new choice, the new partial index before the old one goes (core_job is small)."""
     assert problems(
         state_0_1, "core",
         migrations.AddField("job", "waiting_for", models.CharField(blank=True, db_default="", default="", max_length=300)),
@@ -171,6 +172,10 @@ def test_a_new_column_on_a_fleet_scale_table_builds_no_index_under_a_lock(state_
     assert problems(state_0_1, "fleet", migrations.AddField("node", "origin", models.ForeignKey(
         "fleet.cluster", null=True, on_delete=models.SET_NULL, related_name="+", db_index=False))) == []
     assert problems(state_0_1, "fleet", migrations.AddField("node", "origin", key), LONG_LOCK="maintenance window") == []
+    # A volatile database default is computed per row: PostgreSQL rewrites the table.
+    assert problems(state_0_1, "fleet", migrations.AddField("node", "jitter", models.FloatField(db_default=Random()))) \
+        == ["long-lock"]
+    assert problems(state_0_1, "fleet", migrations.AddField("node", "seen", models.DateTimeField(db_default=Now()))) == []
     # A small table: milliseconds.
     assert problems(state_0_1, "core", migrations.AddField("job", "origin", models.ForeignKey(
         "fleet.cluster", null=True, on_delete=models.SET_NULL, related_name="+"))) == []
