@@ -45,9 +45,42 @@ def _cipher(keys: tuple[str, ...]) -> MultiFernet:
     return MultiFernet([Fernet(_fernet_key(k)) for k in keys])
 
 
+def configured_keys() -> tuple[str, ...]:
+    """The secrets keys derive from, first (encrypting) first: ``MERIDIAN_ENCRYPTION_KEYS``, or
+    ``SECRET_KEY`` alone when that is unset (then SECRET_KEY is not among the keys otherwise)."""
+    return tuple(getattr(settings, "MERIDIAN_ENCRYPTION_KEYS", None) or [settings.SECRET_KEY])
+
+
 def cipher() -> MultiFernet:
-    keys = tuple(getattr(settings, "MERIDIAN_ENCRYPTION_KEYS", None) or [settings.SECRET_KEY])
-    return _cipher(keys)
+    return _cipher(configured_keys())
+
+
+def key_fingerprint(secret: str) -> str:
+    """A short public name for a key (hashed twice over: it tells keys apart, it opens nothing)."""
+    return hashlib.sha256(b"meridian-key-fingerprint:" + _fernet_key(secret)).hexdigest()[:16]
+
+
+def opening_key(stored: str, keys: tuple[str, ...] | None = None) -> str | None:
+    """The fingerprint of the configured key that opens a stored value, "plaintext" for one
+    written before encryption, None when no configured key opens it."""
+    if not stored.startswith(PREFIX):
+        return "plaintext"
+    token = stored[len(PREFIX):].encode()
+    for key in keys if keys is not None else configured_keys():
+        try:
+            Fernet(_fernet_key(key)).decrypt(token)
+        except InvalidToken:
+            continue
+        return key_fingerprint(key)
+    return None
+
+
+def encrypted_fields() -> list[tuple[type[models.Model], models.Field]]:
+    """Every ``EncryptedTextField`` of every installed model (concrete, not proxies)."""
+    from django.apps import apps
+
+    return [(model, field) for model in apps.get_models() if not model._meta.proxy
+            for field in model._meta.concrete_fields if isinstance(field, EncryptedTextField)]
 
 
 def encrypt(plain: str) -> str:
