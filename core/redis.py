@@ -124,3 +124,19 @@ def _client(url: str) -> redis.Redis:
 
 def get_redis() -> redis.Redis:
     return _client(settings.REDIS_URL)
+
+
+def delete_matching(pattern: str, *, batch: int = 1000) -> int:
+    """Delete every key matching ``pattern`` (SCAN, then UNLINK in batches: never one blocking
+    KEYS over a large keyspace); returns how many were deleted."""
+    redis_client = get_redis()
+    deleted = 0
+    keys: list[bytes] = []
+    for key in redis_client.scan_iter(match=pattern, count=batch):
+        keys.append(key)
+        if len(keys) >= batch:
+            deleted += redis_client.unlink(*keys)
+            keys = []
+    if keys:
+        deleted += redis_client.unlink(*keys)
+    return deleted

@@ -122,6 +122,14 @@ def _cache_set(key: str, value: str, ttl: int) -> None:
         pass
 
 
+def forget_cached_tokens(**_: object) -> int:
+    """After the database was restored (``core.backup.database_restored``): a cached token may
+    be one the restored rows never issued (or revoked)."""
+    from core.redis import delete_matching
+
+    return delete_matching(CACHE_KEY.format(kind="*", digest="*"))
+
+
 def _revoked(digests: list[str]) -> None:
     from core.redis import get_redis
 

@@ -30,6 +30,11 @@ class NodeconfigConfig(AppConfig):
         from .seed_types import ensure_seed_types
 
         post_migrate.connect(ensure_seed_types, sender=self, dispatch_uid="nodeconfig-seed-types")
+        from core.backup import database_restored
+
+        from .etags import forget_all_etags
+
+        database_restored.connect(forget_all_etags, dispatch_uid="nodeconfig-forget-etags")
 
 
 def _target(object_id: str):

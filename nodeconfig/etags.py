@@ -91,5 +91,15 @@ def forget_etags(node_ids: Sequence[int]) -> None:
         get_redis().delete(*keys)
 
 
+def forget_all_etags(**_: Any) -> int:
+    """After the database was restored (``core.backup.database_restored``): every cached ETag
+    describes configs the restored rows may no longer prescribe, and an agent holding one would
+    be told 304 for up to ``ETAG_SECONDS``. Dropped, each node's next poll reads the database.
+    The cached bodies stay: they are keyed by their content."""
+    from core.redis import delete_matching
+
+    return delete_matching(ETAG_KEY.format(cluster="*", node="*"))
+
+
 def all_node_ids() -> list[int]:
     return list(Node.objects.values_list("pk", flat=True))
