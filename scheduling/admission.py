@@ -145,6 +145,12 @@ def announce_version(number: int) -> None:
                     VERSION_TTL)
 
 
+def forget_version(**_: Any) -> None:
+    """After the database was restored (``core.backup.database_restored``): the version Redis
+    holds belongs to the replaced database (caches would also notice the mismatch themselves)."""
+    _redis().delete(VERSION_KEY)
+
+
 def current_version() -> int:
     """The config version: Redis first, the database when Redis is down or has no value."""
     try:

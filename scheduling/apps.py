@@ -16,10 +16,12 @@ class SchedulingConfig(AppConfig):
         the fleet simulator's placement engine."""
         from django.db.models.signals import post_migrate
 
+        from core.backup import database_restored
         from core.events import register_topic_kind
         from core.roles import grant_to_operators
 
         from . import simplacer
+        from .admission import forget_version
         from .models import SchedulingPolicy
         from .services import ensure_default_policy
 
@@ -30,17 +32,21 @@ class SchedulingConfig(AppConfig):
         register_topic_kind("scheduling", model=SchedulingPolicy)
         post_migrate.connect(ensure_default_policy, sender=self, dispatch_uid="scheduling-default-policy")
         simplacer.register()  # the fleet simulator places its pods through the scheduling engine
+        database_restored.connect(forget_version, dispatch_uid="scheduling-forget-config-version")
 
     def ready_cpu(self) -> None:
         """Part B (CPU co-location): operator verbs, and a reconcile after inventory syncs."""
+        from core.backup import database_restored
         from core.roles import grant_to_operators
         from fleet.signals import nodes_changed, workloads_changed
 
         from . import cpu_tasks  # noqa: F401  (registered here too, so web processes send deliveries at once)
+        from .cpu_services import forget_agent_bodies
 
         grant_to_operators("scheduling.allocate_nodecpu", "scheduling.release_isolate_nodecpu", "scheduling.change_nodecpu")
         nodes_changed.connect(_queue_cpu_reconcile, dispatch_uid="scheduling-cpu-nodes-changed")
         workloads_changed.connect(_queue_cpu_reconcile, dispatch_uid="scheduling-cpu-workloads-changed")
+        database_restored.connect(forget_agent_bodies, dispatch_uid="scheduling-forget-cpuset-bodies")
 
 
 def _queue_cpu_reconcile(sender, cluster, **_) -> None:

@@ -24,11 +24,11 @@ from redis.exceptions import RedisError
 from core.redis import get_redis
 from fleet.machine import authorize_agent, if_none_match, not_modified, problem
 
-from .cpu_services import agent_etag, agent_payload
+from .cpu_services import AGENT_BODY_KEY, agent_etag, agent_payload
 from .models import NodeCPU
 
 logger = logging.getLogger(__name__)
-BODY_KEY = "meridian:scheduling:cpuset:{etag}"
+BODY_KEY = AGENT_BODY_KEY
 BODY_SECONDS = 3600
 
 

@@ -1283,6 +1283,18 @@ def scheduler_annotations(node: NodeCPU) -> dict[str, str]:
 # ---------------------------------------------------------------------------- the agent API
 
 
+#: Agents' cpuset answers, cached in Redis under their ETag (``cpu_agent_views``).
+AGENT_BODY_KEY = "meridian:scheduling:cpuset:{etag}"
+
+
+def forget_agent_bodies(**_: Any) -> int:
+    """After the database was restored (``core.backup.database_restored``): versions rewound, so
+    the next allocation's ETag can name a body cached for the replaced database's same version."""
+    from core.redis import delete_matching
+
+    return delete_matching(AGENT_BODY_KEY.format(etag="*"))
+
+
 def agent_etag(node: NodeCPU) -> str:
     """Changes whenever the payload can: every allocation change bumps ``version``."""
     return '"cpu-' + _digest([node.pk, node.version, node.reserved_cpus, str(node.overcommit_ratio), node.topology_digest,

@@ -40,6 +40,7 @@ from nodeconfig.models import ConfigRevision, ConfigType
 from nodeconfig.services import TargetSpec, save_target
 from quotas import services as quotas
 from quotas.models import QuotaGroup
+from scheduling.cpu_services import AGENT_BODY_KEY
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET_TOKEN = "kubeconfig-plaintext-sentinel-8d1f0c"
@@ -149,6 +150,8 @@ def test_a_restore_brings_back_every_row_of_every_table(populated, tmp_path, dja
     Job.objects.create(kind="after-backup", triggered_by="test")
     redis = get_redis()
     redis.set(etag_key("bk-sim", "bk-sim-n0"), "etag-of-a-config-made-after-the-backup")
+    cpuset_body = AGENT_BODY_KEY.format(etag='"cpu-of-a-version-the-restore-rewinds"')
+    redis.set(cpuset_body, b"{}")
     assert every_row() != before
 
     said = restore(path, yes=True)
@@ -161,6 +164,7 @@ def test_a_restore_brings_back_every_row_of_every_table(populated, tmp_path, dja
     assert stored(populated["secret"].pk) == ciphertext, "a raw copy: the same ciphertext comes back"
     assert Cluster.objects.get(name="bk-secret").credentials == KUBECONFIG
     assert redis.get(etag_key("bk-sim", "bk-sim-n0")) is None, "ETags of the replaced database are dropped"
+    assert redis.get(cpuset_body) is None, "and cpuset bodies cached by a version number that rewound"
 
 
 @pytest.mark.django_db(transaction=True)
