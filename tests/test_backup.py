@@ -196,6 +196,23 @@ def test_an_older_backup_is_restored_then_migrated(tmp_path, purge_shard_queues)
         assert cursor.fetchall()[-1] == ("0004_water_level_rollups",)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_backup_restored_where_its_key_is_missing_says_so_and_keeps_the_ciphertext(tmp_path, settings):
+    settings.MERIDIAN_ENCRYPTION_KEYS = [OLD_KEY]
+    cluster = Cluster.objects.create(name="bk-moved", connector=Cluster.ConnectorKind.KUBERNETES, credentials=KUBECONFIG)
+    ciphertext = stored(cluster.pk)
+    path, _ = backup(tmp_path)
+
+    settings.MERIDIAN_ENCRYPTION_KEYS = [NEW_KEY]  # another installation, other keys
+    said = restore(path, yes=True)
+
+    assert f"1 under key {fields.key_fingerprint(OLD_KEY)}" in said, "warned before restoring"
+    assert "1 fleet.Cluster.credentials value(s) cannot be decrypted" in said, "and counted after"
+    assert stored(cluster.pk) == ciphertext and Cluster.objects.get(pk=cluster.pk).credentials == ""
+    settings.MERIDIAN_ENCRYPTION_KEYS = [NEW_KEY, OLD_KEY]  # the backup's key added: it opens again
+    assert Cluster.objects.get(pk=cluster.pk).credentials == KUBECONFIG
+
+
 # ---------------------------------------------------------------------------- refusals
 
 

@@ -9,10 +9,12 @@ from pathlib import Path
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS, connections
+from redis.exceptions import RedisError
 
 from core.backup import (VENDOR_NAMES, BackupError, check_schema, close_connections, database_restored, describe_target,
                          human_size, open_backup, restore_postgresql, restore_sqlite, undecryptable_secrets)
 from core.fields import configured_keys, key_fingerprint
+from core.redis import get_redis
 
 
 class Command(BaseCommand):
@@ -92,17 +94,39 @@ class Command(BaseCommand):
             self.stderr.write(self.style.ERROR(
                 f"{count} {label} value(s) cannot be decrypted with the configured MERIDIAN_ENCRYPTION_KEYS / "
                 f"SECRET_KEY: add the key(s) in use when the backup was made (kept as they are meanwhile)"))
-        for receiver, result in database_restored.send_robust(sender=self.__class__, using=options["database"]):
-            if isinstance(result, Exception):
-                self.stderr.write(self.style.WARNING(
-                    f"could not drop a cache of the old database ({getattr(receiver, '__module__', receiver)}): {result}"))
+        self._drop_caches(options["database"])
         close_connections()
         self.stdout.write(self.style.SUCCESS(f"restore complete in {time.monotonic() - started:.1f} s; start Meridian again"))
+
+    def _drop_caches(self, using: str) -> None:
+        """Redis keeps caches derived from the replaced database (agent ETags, token lookups,
+        cpuset bodies): the apps drop them. Redis itself holds nothing to restore."""
+        try:
+            get_redis().ping()
+        except (RedisError, OSError) as exc:
+            self.stdout.write(
+                f"Redis is not reachable ({exc}): nothing cached was dropped. A Redis that is stopped starts "
+                f"empty when it has no persistence (the embedded one never has); otherwise delete the keys "
+                f"meridian:nodeconfig:etag:*, meridian:fleet:token:* and meridian:scheduling:* before starting Meridian")
+            return
+        failed = 0
+        for receiver, result in database_restored.send_robust(sender=self.__class__, using=using):
+            if isinstance(result, Exception):
+                failed += 1
+                self.stderr.write(self.style.WARNING(
+                    f"could not drop a cache of the replaced database ({getattr(receiver, '__qualname__', receiver)}): "
+                    f"{result}"))
+        if not failed:
+            self.stdout.write("dropped the Redis caches of the replaced database (agent ETags, token lookups, cpuset bodies)")
 
     def _warn_about_keys(self, manifest: dict) -> None:
         current = {key_fingerprint(k) for k in configured_keys()}
         needed = (manifest.get("encryption") or {}).get("values_by_key", {})
-        missing = {fp: n for fp, n in needed.items() if fp not in current and fp != "plaintext"}
+        missing = {fp: n for fp, n in needed.items() if fp not in current and fp not in ("plaintext", "unknown")}
+        if needed.get("unknown"):
+            self.stderr.write(self.style.WARNING(
+                f"{needed['unknown']} secret(s) in the backup were already unreadable when it was made (no key "
+                f"configured then opened them)"))
         if missing:
             self.stderr.write(self.style.WARNING(
                 "some secrets in the backup are encrypted with keys that are not configured here ("
