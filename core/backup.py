@@ -577,7 +577,7 @@ def backup_sqlite(connection: BaseDatabaseWrapper, path: Path, log: Callable[[st
     created = datetime.now(UTC)
     with tempfile.TemporaryDirectory(prefix=f"{path.name}.", suffix=".sqlite", dir=path.parent) as scratch:
         copy_path = Path(scratch) / PAYLOAD["sqlite"]
-        source = sqlite3.connect(f"file:{source_path}?mode=rw", uri=True, timeout=30)
+        source = sqlite3.connect(f"{source_path.absolute().as_uri()}?mode=rw", uri=True, timeout=30)
         copy = sqlite3.connect(copy_path)
         try:
             source.backup(copy)  # one step: a single read transaction, a consistent snapshot
@@ -609,9 +609,11 @@ def restore_sqlite(connection: BaseDatabaseWrapper, backup: Backup, *, log: Call
             os.fsync(out.fileno())
         if digest.hexdigest() != backup.manifest["payload"]["sha256"]:
             raise BackupError(f"{backup.path} changed while it was being restored; nothing changed")
-        check = sqlite3.connect(f"file:{temp}?mode=ro", uri=True)
+        check = sqlite3.connect(f"{temp.absolute().as_uri()}?mode=ro", uri=True)
         try:
             verdict = check.execute("PRAGMA quick_check").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            verdict = str(exc)
         finally:
             check.close()
         if verdict != "ok":

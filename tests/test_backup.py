@@ -81,14 +81,20 @@ def restore(path: Path, **options) -> str:
     return out.getvalue()
 
 
-def rewritten(path: Path, new: Path, change) -> Path:
-    """A well-formed backup (fresh checksums) whose manifest ``change(manifest)`` edited."""
+def rewritten(path: Path, new: Path, change=lambda manifest: None, payload_change=lambda payload: payload) -> Path:
+    """A well-formed backup (fresh checksums) whose manifest ``change(manifest)`` edited, or
+    whose payload ``payload_change`` replaced (as a broken tool would have written it)."""
     with tarfile.open(path) as tar:
         manifest = json.loads(tar.extractfile(backup_module.MANIFEST).read())
         payload_name = manifest["payload"]["name"]
-        payload = tar.extractfile(payload_name).read()
+        payload = payload_change(tar.extractfile(payload_name).read())
     change(manifest)
-    backup_module.write_archive(new, payload_name, [payload], lambda size, sha: manifest)
+
+    def manifest_for(size: int, sha: str) -> dict:
+        manifest["payload"].update(size=size, sha256=sha)
+        return manifest
+
+    backup_module.write_archive(new, payload_name, [payload], manifest_for)
     return new
 
 
@@ -234,6 +240,24 @@ def test_a_corrupted_backup_is_refused_and_nothing_changes(tmp_path, where):
         restore(path, yes=True)
 
     assert "refusing to restore" in str(refused.value)
+    assert every_row() == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_restore_that_fails_midway_changes_nothing(tmp_path):
+    """A payload that passes its checksums yet breaks partway (a broken tool wrote it):
+    PostgreSQL has run the drops and the first tables' data when pg_restore fails, and rolls
+    all of it back; SQLite's copy fails its check before the rename."""
+    Cluster.objects.create(name="bk-before", connector="simulated")
+    path, _ = backup(tmp_path)
+    broken = rewritten(path, tmp_path / "broken.tar", payload_change=lambda payload: payload[: len(payload) * 4 // 5])
+    Cluster.objects.create(name="bk-after", connector="simulated")
+    before = every_row()
+
+    with pytest.raises(CommandError, match="nothing changed") as failed:
+        restore(broken, yes=True)
+
+    assert ("pg_restore failed" if connection.vendor == "postgresql" else "quick_check") in str(failed.value)
     assert every_row() == before
 
 
