@@ -67,6 +67,24 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux's /proc; none elsewhere)."""
+    parents: dict[int, int] = {}
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    with open(f"/proc/{entry}/stat") as stat:
+                        parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        current = frontier.pop()
+        children = [child for child, parent in parents.items() if parent == current]
+        found.extend(children)
+        frontier.extend(children)
+    return found
+
+
 def describe_exit(code: int) -> str:
     """``code 1`` or ``signal SIGKILL``, as Popen.returncode says it."""
     if code < 0:
@@ -193,12 +211,12 @@ class Supervisor:
     @staticmethod
     def _signal(child: _Child, sig: int) -> None:
         """SIGTERM to the child alone (Celery and uvicorn stop their own pool processes in order:
-        a pool process signalled too would die mid-task); SIGKILL to its whole process group."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if sig == signal.SIGKILL:
-                os.killpg(child.proc.pid, sig)
-            else:
-                os.kill(child.proc.pid, sig)
+        a pool process signalled too would die mid-task); SIGKILL to it and every process below
+        it, whatever session they made (a supervised supervisor's children have their own)."""
+        targets = [child.proc.pid, *descendants(child.proc.pid)] if sig == signal.SIGKILL else [child.proc.pid]
+        for pid in targets:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
 
     # ------------------------------------------------------------------ output
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import httpx
 
+from core.supervisor import descendants
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -57,17 +59,6 @@ def _parents() -> dict[int, tuple[int, str]]:
 
 def live_children(pid: int) -> list[int]:
     return sorted(child for child, (parent, state) in _parents().items() if parent == pid and state != "Z")
-
-
-def descendants(pid: int) -> list[int]:
-    table = _parents()
-    found, frontier = [], [pid]
-    while frontier:
-        current = frontier.pop()
-        children = [child for child, (parent, _) in table.items() if parent == current]
-        found.extend(children)
-        frontier.extend(children)
-    return found
 
 
 def _redis_binary() -> str:
