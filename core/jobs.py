@@ -14,7 +14,7 @@ the database, a member cluster) puts a running job back to pending while Celery 
 and a busy lock makes it ``waiting`` (``waiting_for`` names the lock and its holder) until
 its retry. A job whose worker died is settled by the reaper: succeeded when the work it
 asked for was done meanwhile by another run (the task's ``superseded`` hook says so, e.g. a
-cluster synced after the request), else sent again, or failed after ``MAX_LOST_ATTEMPTS``
+cluster synced after the request), else sent again, or failed after ``MAX_LOST_WORKERS``
 lost workers. Every status change is an event on topic ``job-<id>``.
 """
 
@@ -42,8 +42,8 @@ from .models import Job
 
 logger = logging.getLogger(__name__)
 
-#: A worker that died this many times under one job makes the job fail instead of trying again.
-MAX_LOST_ATTEMPTS = 5
+#: A job whose workers died this many times fails instead of being sent again.
+MAX_LOST_WORKERS = 5
 #: A pending job whose message was sent this long ago and never started is sent again
 #: (its message was lost without a broker restart, e.g. a purged queue).
 REDISPATCH_AFTER = timedelta(minutes=15)
@@ -295,13 +295,14 @@ def worker_alive(worker: str, live: set[str] | None = None) -> bool:
     return True
 
 
-def reap(*, now: Any = None) -> dict[str, int]:
+def reap(*, now: Any = None, heartbeats_after: float | None = None) -> dict[str, int]:
     """Send again what was lost: jobs of dead workers, failed sends, messages a Redis restart dropped.
 
     Never by age alone: a running job on a live worker is left alone however long it runs.
     Beat runs it (``core.beat``), not a worker's pool: busy or dead workers cannot hold it up.
-    Within a heartbeat's lifetime of a Redis restart no worker is judged dead: the restart
-    emptied the heartbeats, which the live workers have not written again yet.
+    Within a heartbeat's lifetime of a Redis restart (``heartbeats_after`` seconds of the
+    server's uptime) no worker is judged dead: the restart emptied the heartbeats, which the
+    live workers have not written again yet.
     """
     from .worker_signals import HEARTBEAT_TTL, live_workers
 
@@ -309,7 +310,8 @@ def reap(*, now: Any = None) -> dict[str, int]:
     live = set(live_workers())
     epoch, uptime = _broker_server()
     report = {"requeued": 0, "failed": 0, "resent": 0, "superseded": 0}
-    running = Job.objects.filter(status=Job.Status.RUNNING).exclude(worker="") if uptime >= HEARTBEAT_TTL else Job.objects.none()
+    trusted = uptime >= (HEARTBEAT_TTL if heartbeats_after is None else heartbeats_after)
+    running = Job.objects.filter(status=Job.Status.RUNNING).exclude(worker="") if trusted else Job.objects.none()
     for job in running:
         if worker_alive(job.worker, live):
             continue
@@ -333,16 +335,18 @@ def _lost(job: Job) -> str:
             job.refresh_from_db()
             _announce(job)
         return "superseded"
-    if job.attempts >= MAX_LOST_ATTEMPTS or not job.task_name:
+    if job.lost_workers + 1 >= MAX_LOST_WORKERS or not job.task_name:
         updated = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING, worker=job.worker).update(
             status=Job.Status.FAILED, finished=timezone.now(), worker="",
-            error=f"worker {job.worker} was lost ({job.attempts} attempts); giving up")
+            lost_workers=job.lost_workers + 1,
+            error=f"worker {job.worker} was lost: {job.lost_workers + 1} workers died running it; giving up")
         if updated:
             job.refresh_from_db()
             _announce(job)
         return "failed"
     updated = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING, worker=job.worker).update(
-        status=Job.Status.PENDING, worker="", error=f"worker {job.worker} was lost; sent again", dispatched=None)
+        status=Job.Status.PENDING, worker="", error=f"worker {job.worker} was lost; sent again", dispatched=None,
+        lost_workers=job.lost_workers + 1)
     if updated:
         job.refresh_from_db()
         _announce(job)

@@ -99,6 +99,8 @@ class Job(models.Model):
     #: ``<worker node name>:<pid>`` running it; the reaper requeues jobs whose worker is gone.
     worker = models.CharField(max_length=200, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    #: Workers that died running it (the reaper gives up after ``core.jobs.MAX_LOST_WORKERS``).
+    lost_workers = models.PositiveSmallIntegerField(default=0, db_default=0)
     dispatched = models.DateTimeField(null=True, blank=True, help_text=_("When the task message was last sent."))
     #: The broker's run id when it was sent: a Redis restart loses queued messages, so the
     #: reaper sends a pending job again when the epoch changed.

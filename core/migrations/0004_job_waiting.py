@@ -1,4 +1,4 @@
-"""Jobs can wait (for a lock) and say for what.
+"""Jobs can wait (for a lock) and say for what, and count the workers that died running them.
 
 Expand-only for a rolling upgrade: the new column has a database default, so the release
 before this one keeps inserting jobs without naming it; the old index goes last."""
@@ -20,6 +20,11 @@ class Migration(migrations.Migration):
             model_name='job',
             name='waiting_for',
             field=models.CharField(blank=True, db_default='', default='', max_length=300),
+        ),
+        migrations.AddField(
+            model_name='job',
+            name='lost_workers',
+            field=models.PositiveSmallIntegerField(db_default=0, default=0),
         ),
         migrations.AlterField(
             model_name='job',

@@ -213,16 +213,27 @@ def test_the_reaper_settles_a_dead_workers_sync_job_by_what_happened_since(clust
     met, unmet = request_sync(cluster), request_sync(cluster)
     Job.objects.filter(pk=met.pk).update(status=Job.Status.RUNNING, worker="gone@nowhere:4242", attempts=1)
     sync_cluster_task(cluster.name)  # the periodic sync after the request
-    Job.objects.filter(pk=unmet.pk).update(status=Job.Status.RUNNING, worker="gone@nowhere:4243", attempts=1,
+    # attempts count deliveries (waiting for the lock made nine); only lost workers count against it
+    Job.objects.filter(pk=unmet.pk).update(status=Job.Status.RUNNING, worker="gone@nowhere:4243", attempts=9,
                                           created=Cluster.objects.get(pk=cluster.pk).last_sync + timedelta(seconds=1))
     try:
-        report = jobs.reap()
+        report = jobs.reap(heartbeats_after=0)  # this Redis may have started moments ago
         met.refresh_from_db()
         unmet.refresh_from_db()
         assert report["superseded"] == 1 and report["requeued"] == 1
         assert met.status == Job.Status.SUCCEEDED and met.worker == "" and met.error == ""
         assert met.result["superseded"] == sync_cluster_task.superseded(met) and met.result["worker_lost"] == "gone@nowhere:4242"
         assert unmet.status == Job.Status.PENDING and unmet.error == "worker gone@nowhere:4243 was lost; sent again"
+        assert unmet.lost_workers == 1
         assert get_redis().llen(queue) == 1, "sent again on the cluster's shard"
+
+        Job.objects.filter(pk=unmet.pk).update(status=Job.Status.RUNNING, worker="gone@nowhere:4244",
+                                              lost_workers=jobs.MAX_LOST_WORKERS - 1)
+        assert jobs.reap(heartbeats_after=float("inf"))["failed"] == 0, "a Redis just restarted lost the heartbeats"
+        assert Job.objects.get(pk=unmet.pk).status == Job.Status.RUNNING
+        assert jobs.reap(heartbeats_after=0)["failed"] == 1
+        unmet.refresh_from_db()
+        assert unmet.status == Job.Status.FAILED
+        assert unmet.error == f"worker gone@nowhere:4244 was lost: {jobs.MAX_LOST_WORKERS} workers died running it; giving up"
     finally:
         get_redis().delete(queue)
