@@ -120,20 +120,29 @@ def worker_id(hostname: str | None) -> str:
     return f"{hostname or 'local'}:{os.getpid()}"
 
 
-def start(job_id: int | None, *, task_name: str, task_id: str, args: Any, kwargs: Mapping[str, Any],
-          hostname: str | None, triggered_by: str | None = None) -> Job | None:
+def record_finished(*, task_name: str, task_id: str, args: Any, kwargs: Mapping[str, Any], hostname: str | None,
+                    started: Any, triggered_by: str | None = None, result: Any = None,
+                    error: BaseException | None = None) -> Job:
+    """The Job of periodic work that ran unrecorded (``core.taskbase``): written once it is
+    known to be worth a row (it did something, or failed)."""
+    actor = current_actor()
+    job = Job.objects.create(
+        kind=task_name, task_name=task_name, task_args=_json_list(args), task_kwargs=_json_dict(kwargs),
+        task_id=task_id or "", status=Job.Status.FAILED if error is not None else Job.Status.SUCCEEDED,
+        attempts=1, started=started, dispatched=started, finished=timezone.now(),
+        result=_json_dict(result) if isinstance(result, Mapping) else ({"result": result} if result is not None else {}),
+        error=f"{type(error).__name__}: {error}"[:4000] if error is not None else "",
+        triggered_by=(triggered_by or actor.name)[:150], user=actor.user if getattr(actor.user, "pk", None) else None)
+    _announce(job)
+    return job
+
+
+def start(job_id: int, *, task_name: str, task_id: str, args: Any, kwargs: Mapping[str, Any],
+          hostname: str | None) -> Job | None:
     """The job this delivery runs, marked running; None when it must not run (finished,
     canceled, or running on a live worker already: a duplicate delivery)."""
     me = worker_id(hostname)
     now = timezone.now()
-    if job_id is None:
-        actor = current_actor()
-        job = Job.objects.create(
-            kind=task_name, task_name=task_name, task_args=_json_list(args), task_kwargs=_json_dict(kwargs),
-            task_id=task_id or "", status=Job.Status.RUNNING, worker=me, attempts=1, started=now, dispatched=now,
-            triggered_by=(triggered_by or actor.name)[:150], user=actor.user if getattr(actor.user, "pk", None) else None)
-        _announce(job)
-        return job
     with transaction.atomic():
         job = Job.objects.select_for_update(no_key=True).filter(pk=job_id).first()
         if job is None or job.status in Job.FINISHED:

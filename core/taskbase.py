@@ -13,7 +13,11 @@
   (periodic passes) ends the run as done;
 - ``superseded``: a task may say how to tell that the work a job asked for was done since
   (a later run did it); such a delivery, or the reaper finding its worker dead, settles the
-  job as succeeded instead of running the work again.
+  job as succeeded instead of running the work again;
+- work nobody asked for (beat's periodic passes and what they fan out: a run without a job
+  from the outbox) records its Job only when it did something (``idle(result)`` is false) or
+  failed: housekeeping that found nothing to do writes nothing (``core.publish_live`` wrote a
+  row every second). If its worker dies, the next period does the work again.
 """
 
 from __future__ import annotations
@@ -23,8 +27,11 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from collections.abc import Mapping
+
 from celery import Task
 from celery.exceptions import Ignore, Reject, Retry
+from django.utils import timezone
 from django.db import InterfaceError as DjangoInterfaceError
 from django.db import OperationalError as DjangoOperationalError
 from kombu.exceptions import OperationalError as KombuOperationalError
@@ -33,7 +40,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import jobs
-from .locks import LockBusy
+from .locks import LockBusy, holding_as
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +72,9 @@ class MeridianTask(Task):
     #: ``superseded(job) -> reason or None``: the job's work was done since it was asked for
     #: (pass ``superseded=staticmethod(fn)`` to the task decorator).
     superseded: ClassVar[Callable[[Any], str | None] | None] = None
+    #: ``idle(result) -> bool``: a run nobody asked for that did nothing (pass
+    #: ``idle=staticmethod(fn)``); by default an empty result, or one whose values are all empty.
+    idle: ClassVar[Callable[[Any], bool]] = staticmethod(lambda result: nothing_done(result))
     max_retries = 50
     retry_backoff_max = 60
     #: Record a Job for every run.
@@ -77,14 +87,14 @@ class MeridianTask(Task):
         job_id = kwargs.pop("job_id", None)
         if not self.track:
             return self._run(args, kwargs, None)
+        if job_id is None:
+            return self._run_unasked(args, kwargs)
         request = self.request
         job = jobs.start(job_id, task_name=self.name, task_id=request.id or "", args=args, kwargs=kwargs,
-                         hostname=request.hostname, triggered_by="system:beat" if _from_beat(request) else None)
+                         hostname=request.hostname)
         if job is None:
             return None
-        if job_id is None and isinstance(request.kwargs, dict):
-            request.kwargs["job_id"] = job.pk  # a retry of this delivery keeps its job
-        reason = jobs.superseded(job) if job_id is not None else None
+        reason = jobs.superseded(job)
         if reason:
             jobs.succeed(job, {"superseded": reason})
             return None
@@ -104,6 +114,26 @@ class MeridianTask(Task):
                 raise
             jobs.succeed(job, result)
             return result
+
+    def _run_unasked(self, args: tuple, kwargs: dict) -> Any:
+        """Periodic work: its Job is written at the end, and only if it did something or failed
+        (a transient fault retries it as it is, still unrecorded)."""
+        request = self.request
+        started = timezone.now()
+        record = {"task_name": self.name, "task_id": request.id or "", "args": args, "kwargs": kwargs,
+                  "hostname": request.hostname, "started": started,
+                  "triggered_by": "system:beat" if _from_beat(request) else None}
+        try:
+            with holding_as(f"{self.name} (periodic)"):
+                result = self._run(args, kwargs, None)
+        except (Retry, Ignore, Reject):
+            raise
+        except BaseException as exc:
+            jobs.record_finished(**record, error=exc)
+            raise
+        if not self.idle(result):
+            jobs.record_finished(**record, result=result)
+        return result
 
     def _run(self, args: tuple, kwargs: dict, job: Any) -> Any:
         try:
@@ -130,6 +160,18 @@ class MeridianTask(Task):
     def is_transient(self, exc: BaseException) -> bool:
         """Worth retrying as it is: an infrastructure fault, or an error that says so (``transient``)."""
         return isinstance(exc, (*TRANSIENT_ERRORS, *self.transient_errors)) or bool(getattr(exc, "transient", False))
+
+
+def always_idle(result: Any) -> bool:
+    """``idle`` for fan-outs and publishers: what they send records itself (or is the record)."""
+    return True
+
+
+def nothing_done(result: Any) -> bool:
+    """The default ``idle``: no result, or a mapping whose values are all empty (``{"stepped": 0}``)."""
+    if isinstance(result, Mapping):
+        return not any(result.values())
+    return not result
 
 
 def _from_beat(request: Any) -> bool:

@@ -10,12 +10,14 @@ from django.utils import timezone
 
 from . import events, jobs, live
 from .models import Job, ObjectChange
+from .taskbase import always_idle
 from .worker_signals import live_workers
 
 
-@shared_task(name="core.publish_system_status", ignore_result=True)
+@shared_task(name="core.publish_system_status", ignore_result=True, idle=staticmethod(always_idle))
 def publish_system_status() -> dict:
-    """Tell every console which workers are alive; also proves beat → worker → websocket works."""
+    """Tell every console which workers are alive; also proves beat → worker → websocket works
+    (the event is the record: a run leaves no job)."""
     running = Job.objects.filter(status=Job.Status.RUNNING).count()
     workers = live_workers()
     events.send_now("system", "system.status", {"workers": len(workers), "jobs_running": running})

@@ -11,6 +11,7 @@ from celery import shared_task
 from core.context import acting_as
 from core.locks import hold
 from core.sharding import sharded_task
+from core.taskbase import always_idle
 
 from .models import FederatedObject
 from .reconcile import needs_attention, queue_reconcile, reconcile_object, reschedule_all
@@ -31,7 +32,7 @@ def reconcile_object_task(pk: int, key: str = "") -> dict:
         return {"phase": reconcile_object(pk)}
 
 
-@shared_task(name="federation.resync", ignore_result=True)
+@shared_task(name="federation.resync", ignore_result=True, idle=staticmethod(always_idle))
 def resync() -> dict:
     """Beat (every few seconds): drive rollouts forward and retry failed members."""
     ids = needs_attention()

@@ -18,6 +18,7 @@ from core import events
 from core.context import acting_as
 from core.locks import HeldLock, LockBusy, hold, is_held
 from core.sharding import sharded_task
+from core.taskbase import always_idle
 
 from kube.hashing import object_digest
 
@@ -50,8 +51,16 @@ def synced_since_asked(job) -> str | None:
     return None
 
 
+def nothing_synced(result: dict | None) -> bool:
+    """A periodic sync that was skipped, or changed nothing, leaves no job (``MeridianTask.idle``)."""
+    if not result or "skipped" in result:
+        return True
+    changes = [n for part in ("created", "updated", "deleted") for n in (result.get(part) or {}).values()]
+    return bool(result.get("ok")) and not any(changes) and not result.get("errors")
+
+
 @sharded_task(shard_key=cluster_shard_key, name="fleet.sync_cluster", ignore_result=True,
-              superseded=staticmethod(synced_since_asked))
+              superseded=staticmethod(synced_since_asked), idle=staticmethod(nothing_synced))
 def sync_cluster_task(cluster_name: str, requested: bool = False) -> dict | None:
     """Sync one cluster, one sync per cluster at a time.
 
@@ -176,9 +185,10 @@ def _fingerprint(cluster: Cluster) -> str:
     return object_digest([cluster.connector, cluster.connector_config or {}, str(cluster.credentials or "")])
 
 
-@shared_task(name="fleet.resync_fleet", ignore_result=True)
+@shared_task(name="fleet.resync_fleet", ignore_result=True, idle=staticmethod(always_idle))
 def resync_fleet() -> dict:
-    """Beat: queue a sync of every cluster on its shard, and publish the fleet's water level."""
+    """Beat: queue a sync of every cluster on its shard, and publish the fleet's water level
+    (a fan-out: each sync records its own job when it changed something)."""
     names = list(Cluster.objects.values_list("name", flat=True))
     for name in names:
         sync_cluster_task.delay(name)

@@ -17,6 +17,7 @@ from celery import shared_task
 
 from core.context import acting_as
 from core.locks import hold
+from core.taskbase import always_idle
 from django.db.models import Q
 
 from fleet.models import Cluster, Node
@@ -42,7 +43,7 @@ def cpu_reconcile_cluster(cluster_name: str) -> dict | None:
         return cpu_services.reconcile_cluster(cluster).as_dict()
 
 
-@shared_task(name="scheduling.cpu_reconcile_all", ignore_result=True)
+@shared_task(name="scheduling.cpu_reconcile_all", ignore_result=True, idle=staticmethod(always_idle))
 def cpu_reconcile_all() -> dict:
     with_topology = Node.objects.filter(cpu_topology__isnull=False).values("cluster_id")
     names = list(Cluster.objects.filter(Q(pk__in=NodeCPU.objects.values("cluster_id")) | Q(pk__in=with_topology))

@@ -146,14 +146,15 @@ def test_a_requested_sync_waits_for_the_one_in_progress_and_then_goes_before_per
     periodic = contextlib.ExitStack()
     periodic.enter_context(holding_as("job 7 (fleet.sync_cluster)"))
     periodic.enter_context(hold(f"fleet-sync-{cluster.name}"))
+    job = request_sync(cluster)  # the outbox's job (its message is never sent: no commit in this test)
     # As a worker delivers it (not a direct call): the busy lock makes the task retry itself.
-    sync_cluster_task.push_request(id="delivery-1", hostname="test-worker", called_directly=False, delivery_info={},
-                                   args=[cluster.name], kwargs={"requested": True})
+    sync_cluster_task.push_request(id=job.task_id, hostname="test-worker", called_directly=False, delivery_info={},
+                                   args=[cluster.name], kwargs={"requested": True, "job_id": job.pk})
     try:
         with pytest.raises(Retry):
-            sync_cluster_task(cluster.name, requested=True)
+            sync_cluster_task(cluster.name, requested=True, job_id=job.pk)
         assert redis.llen(queue) == 1, "requeued on the cluster's shard"
-        job = Job.objects.get(kind="fleet.sync_cluster")
+        job.refresh_from_db()
         assert job.status == Job.Status.WAITING, "the job says it waits, not that it runs"
         assert job.waiting_for == f"fleet-sync-{cluster.name} is busy (held by job 7 (fleet.sync_cluster))"
         assert sync_cluster_task(cluster.name) == {"cluster": cluster.name, "skipped": "a requested sync of this cluster goes first"}
