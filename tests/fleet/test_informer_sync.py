@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from core.jobs import enqueue
 from core.models import Job
 from fleet import informer
 from fleet.connectors.base import ConnectorError
@@ -112,10 +113,8 @@ def test_a_throttling_server_shows_on_the_cluster_and_is_backed_off(api_server, 
         sync(cluster)
         cluster.refresh_from_db()
         assert not cluster.ready and cluster.status_reason == "throttled", cluster.status_message
-        from fleet.tasks import sync_cluster_task
-
         before = len(api.requests)
-        skipped = wait_for_job(sync_cluster_task.delay("k8s-2").id)
+        skipped = wait_for_job(enqueue(SYNC_TASK, "k8s-2"))
         assert "backing off" in skipped.result["skipped"] and len(api.requests) == before, "a periodic sync waits"
         api.heal()
         sync(cluster)  # a requested sync tries at once
@@ -129,7 +128,7 @@ def test_a_watched_cluster_shows_a_label_change_without_waiting_for_a_sync(api_s
     relabelled node reaches the inventory with no sync run, and periodic syncs leave the
     cluster to the watcher. Before watchers, the change waited for the next sync."""
     from core.locks import hold, is_held
-    from fleet.tasks import WATCHED, sync_cluster_task
+    from fleet.tasks import WATCHED
 
     settings.MERIDIAN_CLUSTER_WATCH_SECONDS = 2
     api, url = api_server
@@ -137,7 +136,7 @@ def test_a_watched_cluster_shows_a_label_change_without_waiting_for_a_sync(api_s
         cluster = register_cluster(registration("k8s-3", url, TOKEN))
         assert wait_for_job(Job.objects.get(kind=SYNC_TASK, object_id=str(cluster.pk))).status == Job.Status.SUCCEEDED
         assert not is_held("fleet-watch-k8s-3"), "a requested sync starts no watcher"
-        periodic = wait_for_job(sync_cluster_task.delay("k8s-3").id)
+        periodic = wait_for_job(enqueue(SYNC_TASK, "k8s-3"))
         assert periodic.result["ok"], periodic.result
         assert is_held("fleet-watch-k8s-3")
 
@@ -146,10 +145,10 @@ def test_a_watched_cluster_shows_a_label_change_without_waiting_for_a_sync(api_s
         _until(lambda: Node.objects.get(cluster=cluster, name="n0007").labels["pool"] == "b")
         _until(lambda: not Node.objects.filter(cluster=cluster, name="n0008").exists())
         lists = api.count("GET", "/api/v1/nodes", watch=None)
-        skipped = wait_for_job(sync_cluster_task.delay("k8s-3").id)
+        skipped = wait_for_job(enqueue(SYNC_TASK, "k8s-3"))
         assert skipped.result["skipped"] == WATCHED
         with hold("fleet-sync-k8s-3", wait=10):  # as the watcher's writer does while it writes
-            busy = wait_for_job(sync_cluster_task.delay("k8s-3").id)
+            busy = wait_for_job(enqueue(SYNC_TASK, "k8s-3"))
         assert busy.result["skipped"] == WATCHED, "the watched cluster, not a sync said to be running"
         assert api.count("GET", "/api/v1/nodes", watch=None) == lists == NODES // 500, "listed once, at registration"
 
@@ -159,7 +158,7 @@ def test_a_watched_cluster_shows_a_label_change_without_waiting_for_a_sync(api_s
 
         informer.forget()  # the watcher stops (as when its worker goes): the lease is freed ...
         _until(lambda: not is_held("fleet-watch-k8s-3"), timeout=10)
-        again = wait_for_job(sync_cluster_task.delay("k8s-3").id)  # ... and the next periodic sync takes over
+        again = wait_for_job(enqueue(SYNC_TASK, "k8s-3"))  # ... and the next periodic sync takes over
         assert again.result["ok"] and is_held("fleet-watch-k8s-3")
         assert api.count("GET", "/api/v1/nodes", watch=None) == 2 * lists, "a fresh watcher starts with a list"
         informer.forget()
