@@ -13,7 +13,8 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 BARE_APP = """
 async def app(scope, receive, send):
@@ -30,6 +31,8 @@ class Load:
     p50: float
     p99: float
     statuses: dict[int, int]
+    #: With ``load(kind=...)``: per kind of request, (requests/s, p50, p99).
+    kinds: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
 
 def _free_port() -> int:
@@ -56,7 +59,8 @@ def serve(app: str, env: dict, cwd: str) -> tuple[subprocess.Popen, int]:
 
 
 async def _caller(port: int, requests: list[bytes], stop: float, interval: float | None, offset: float,
-                  latencies: list[float], statuses: dict[int, int]) -> None:
+                  latencies: list[float], statuses: dict[int, int], kinds: list[str] | None = None,
+                  kind: Callable[[bytes], str] | None = None) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     next_send, i = time.perf_counter() + offset, 0
     while (next_send if interval else time.perf_counter()) < stop:
@@ -64,36 +68,55 @@ async def _caller(port: int, requests: list[bytes], stop: float, interval: float
             await asyncio.sleep(max(0.0, next_send - time.perf_counter()))
             next_send += interval
         started = time.perf_counter()
-        writer.write(requests[i % len(requests)])
+        request = requests[i % len(requests)]
+        writer.write(request)
         i += 1
         head = await reader.readuntil(b"\r\n\r\n")
-        length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0)
+        lines = head.lower().split(b"\r\n")
+        length = next((int(line.split(b":")[1]) for line in lines if line.startswith(b"content-length:")), 0)
         if length:
             await reader.readexactly(length)
         latencies.append(time.perf_counter() - started)
         statuses[int(head[9:12])] = statuses.get(int(head[9:12]), 0) + 1
+        if kinds is not None and kind is not None:
+            kinds.append(kind(request))
+        if b"connection: close" in lines:  # a proxy ends keep-alive after so many requests (nginx: 1000)
+            writer.close()
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.close()
 
 
-def load(port: int, requests: list[bytes], seconds: float, connections: int, rate: float | None = None) -> Load:
+def load(port: int, requests: list[bytes], seconds: float, connections: int, rate: float | None = None,
+         kind: Callable[[bytes], str] | None = None) -> Load:
     """Send ``requests`` round robin over ``connections`` for ``seconds``; ``rate`` paces the
-    callers (requests per second in all), staggered so the load arrives evenly."""
+    callers (requests per second in all), staggered so the load arrives evenly. ``kind`` names
+    each request's kind, for figures per kind as well (``Load.kinds``)."""
     latencies: list[float] = []
     statuses: dict[int, int] = {}
+    kinds: list[str] | None = [] if kind else None
 
     async def run() -> None:
         stop = time.perf_counter() + seconds
         interval = connections / rate if rate else None
         await asyncio.gather(*(_caller(port, requests[c::connections] or requests, stop, interval, c / rate if rate else 0.0,
-                                       latencies, statuses) for c in range(connections)))
+                                       latencies, statuses, kinds, kind) for c in range(connections)))
 
     started = time.perf_counter()
     asyncio.run(run())
     elapsed = time.perf_counter() - started
+    per_kind: dict[str, tuple[float, float, float]] = {}
+    if kinds:
+        grouped: dict[str, list[float]] = {}
+        for name, latency in zip(kinds, latencies):
+            grouped.setdefault(name, []).append(latency)
+        for name, values in grouped.items():
+            values.sort()
+            per_kind[name] = (len(values) / elapsed, values[len(values) // 2], values[int(len(values) * 0.99)])
     latencies.sort()
     if not latencies:
         return Load(0.0, float("nan"), float("nan"), statuses)
-    return Load(len(latencies) / elapsed, latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)], statuses)
+    return Load(len(latencies) / elapsed, latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)], statuses,
+                per_kind)
 
 
 class CpuShares:
