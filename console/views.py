@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 
+from django import forms
 from django.utils.translation import gettext as _
 from django.views.generic import DetailView, TemplateView
 
 from core.diff import shallow
 from core.filtersets import JobFilterSet, ObjectChangeFilterSet
+from core.jobs import cancel_job
 from core.models import Job, ObjectChange
 from core.permissions import may
 from core.tables import JobTable, ObjectChangeTable, TableMixin
-from core.views import PermissionMixin
+from core.views import PermissionMixin, VerbViewMixin
 from core.worker_signals import live_workers
 from federation.models import FederatedObject
 from fleet.models import Cluster
@@ -115,6 +117,33 @@ class AuditEntryView(PermissionMixin, DetailView):
 
 def _show(value) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+class JobDetailView(PermissionMixin, DetailView):
+    """One job: what it ran, its state, its log as it is written (``job.log`` events), and
+    cancel while it has not finished."""
+
+    model = Job
+    template_name = "console/job_detail.html"
+    context_object_name = "job"
+
+    def get_context_data(self, **kwargs):
+        job = self.object
+        return super().get_context_data(**kwargs) | {
+            "topics": [f"job-{job.pk}"], "may_cancel": job.status not in Job.FINISHED and self.can("cancel", job),
+            "cancel_form": kwargs.get("cancel_form") or forms.Form(prefix="cancel")}
+
+
+class JobCancelView(VerbViewMixin, JobDetailView):
+    """POST: cancel the job (``core.jobs.cancel_job``: running work stops at its next checkpoint)."""
+
+    action = "cancel"
+    form_class = forms.Form
+    prefix = "cancel"
+    form_key = "cancel_form"
+
+    def perform(self, obj: Job, form) -> None:
+        cancel_job(obj)
 
 
 class JobListView(PermissionMixin, TableMixin, TemplateView):

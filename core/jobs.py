@@ -24,6 +24,8 @@ import contextlib
 import contextvars
 import logging
 import os
+import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
@@ -31,6 +33,8 @@ from typing import Any
 
 from django.contrib.contenttypes.models import ContentType
 from django.db import models, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Concat
 from django.utils import timezone
 
 from . import events
@@ -51,6 +55,7 @@ REDISPATCH_AFTER = timedelta(minutes=15)
 SEND_RETRY_AFTER = timedelta(seconds=5)
 
 _current: contextvars.ContextVar[Job | None] = contextvars.ContextVar("meridian_job", default=None)
+_log: contextvars.ContextVar[JobLog | None] = contextvars.ContextVar("meridian_job_log", default=None)
 
 
 class JobCanceled(Exception):
@@ -137,6 +142,17 @@ def record_finished(*, task_name: str, task_id: str, args: Any, kwargs: Mapping[
     return job
 
 
+def record_started(*, task_name: str, task_id: str, args: Any, kwargs: Mapping[str, Any],
+                   triggered_by: str | None = None) -> Job:
+    """The Job of a run nobody asked for that is recorded from the start (a long periodic pass);
+    ``start`` then marks it running as it does an enqueued one."""
+    actor = current_actor()
+    return Job.objects.create(
+        kind=task_name, task_name=task_name, task_args=_json_list(args), task_kwargs=_json_dict(kwargs),
+        task_id=task_id or "", dispatched=timezone.now(), triggered_by=(triggered_by or actor.name)[:150],
+        user=actor.user if getattr(actor.user, "pk", None) else None)
+
+
 def start(job_id: int, *, task_name: str, task_id: str, args: Any, kwargs: Mapping[str, Any],
           hostname: str | None) -> Job | None:
     """The job this delivery runs, marked running; None when it must not run (finished,
@@ -167,24 +183,109 @@ def start(job_id: int, *, task_name: str, task_id: str, args: Any, kwargs: Mappi
 @contextlib.contextmanager
 def bound(job: Job) -> Iterator[Job]:
     """Make ``job`` the current one for the block (``checkpoint``, ``current_job``; locks taken
-    in it name the job as their holder)."""
+    in it name the job as their holder) and record its thread's log lines (``JobLog``)."""
     token = _current.set(job)
+    log = JobLog(job)
+    log_token = _log.set(log)
+    root = logging.getLogger()
+    root.addHandler(log)
     try:
         with holding_as(f"job {job.pk} ({job.kind})"):
             yield job
     finally:
+        root.removeHandler(log)
+        log.close()
+        _log.reset(log_token)
         _current.reset(token)
+        _checked.pop(job.pk, None)
 
 
 def current_job() -> Job | None:
     return _current.get()
 
 
+#: How often ``checkpoint`` asks the database (seconds): a canceled job stops within about this.
+CHECK_EVERY = 0.25
+_checked: dict[int, float] = {}
+
+
 def checkpoint() -> None:
-    """Raise JobCanceled if the current job was canceled meanwhile (call between steps)."""
+    """Raise JobCanceled if the current job was canceled meanwhile. Long work calls it between
+    units (a batch of rows, a rollout step); it asks the database at most every ``CHECK_EVERY``
+    seconds, so calling it often costs nothing. Raised inside a transaction, it rolls the
+    unit back: a canceled job leaves nothing half-done."""
     job = _current.get()
-    if job is not None and Job.objects.filter(pk=job.pk, status=Job.Status.CANCELED).exists():
+    if job is None:
+        return
+    now = time.monotonic()
+    if now - _checked.get(job.pk, 0.0) < CHECK_EVERY:
+        return
+    _checked[job.pk] = now
+    if Job.objects.filter(pk=job.pk, status=Job.Status.CANCELED).exists():
         raise JobCanceled(f"job {job.pk} was canceled")
+
+
+class JobLog(logging.Handler):
+    """A job's output as it runs, as NetBox's job log: the log lines its thread writes (its
+    task's and the apps' loggers, INFO and up) are appended to ``Job.log`` and sent as
+    ``job.log`` events on the job's topic, at most once per ``FLUSH_SECONDS``. A thread of its
+    own writes them, with its own database connection: the task's transaction (a sync is one)
+    would hide them until it commits, and drop them when it rolls back."""
+
+    FLUSH_SECONDS = 1.0
+    MAX_CHARS = 200_000
+
+    def __init__(self, job: Job) -> None:
+        super().__init__(level=logging.INFO)
+        self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        self.job_id, self.thread = job.pk, threading.get_ident()
+        self.lines: list[str] = []
+        self.size = len(job.log or "")
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._writer = threading.Thread(target=self._write_loop, daemon=True, name=f"job-log:{job.pk}")
+        self._writer.start()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread != self.thread or self.size >= self.MAX_CHARS:
+            return
+        try:
+            line = self.format(record)
+        except Exception:  # noqa: BLE001 - a bad log call must not break the job
+            return
+        with self._lock:
+            self.size += len(line) + 1
+            self.lines.append(line if self.size < self.MAX_CHARS else "… (log truncated)")
+
+    def _write_loop(self) -> None:
+        from django.db import connection
+
+        try:
+            while not self._stop.wait(self.FLUSH_SECONDS):
+                self._write()
+            self._write()
+        finally:
+            connection.close()
+
+    def _write(self) -> None:
+        with self._lock:
+            lines, self.lines = self.lines, []
+        if not lines:
+            return
+        text = "\n".join(lines) + "\n"
+        try:
+            Job.objects.filter(pk=self.job_id).update(log=Concat(F("log"), Value(text), output_field=models.TextField()))
+        except Exception:  # noqa: BLE001 - the database is down: the lines are lost, the job goes on
+            return
+        with contextlib.suppress(Exception):
+            events.send_now(f"job-{self.job_id}", "job.log", {"id": self.job_id, "lines": lines})
+
+    def close(self) -> None:
+        """Write what is left and stop (again: nothing)."""
+        if not self._stop.is_set():
+            self._stop.set()
+            self._writer.join(timeout=5)
+        super().close()
 
 
 def succeed(job: Job, result: Any = None) -> None:
@@ -213,11 +314,25 @@ def retrying(job: Job, exc: BaseException | None, *, countdown: float | None = N
 
 
 def _finish(job: Job, status: str, *, error: str = "") -> None:
+    log = _log.get()
+    if log is not None and log.job_id == job.pk:
+        log.close()  # every line written before the job says it is over
     updated = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING).update(
-        status=status, finished=timezone.now(), error=error, result=job.result, log=job.log, worker="", waiting_for="")
+        status=status, finished=timezone.now(), error=error, result=job.result, worker="", waiting_for="")
     if updated:
         job.refresh_from_db()
         _announce(job)
+
+
+def stopped(job: Job) -> None:
+    """A canceled job's work stopped at a checkpoint: it holds no worker any more, and its log says when."""
+    log = _log.get()
+    if log is not None and log.job_id == job.pk:
+        log.close()
+    note = f"{timezone.now():%Y-%m-%d %H:%M:%S} stopped: the job was canceled\n"
+    Job.objects.filter(pk=job.pk, status=Job.Status.CANCELED).update(
+        worker="", log=Concat(F("log"), Value(note), output_field=models.TextField()))
+    _announce(job)
 
 
 def superseded(job: Job) -> str | None:

@@ -121,6 +121,11 @@ class Job(models.Model):
     def __str__(self) -> str:
         return f"{self.kind} #{self.pk} ({self.status})"
 
+    def get_absolute_url(self) -> str:
+        from django.urls import reverse
+
+        return reverse("console:job-detail", args=[self.pk])
+
     @property
     def duration(self) -> timedelta | None:
         if self.started is None:

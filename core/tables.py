@@ -397,6 +397,9 @@ class JobTable(BaseTable):
         attrs = {"class": "table", "id": "job-table"}
 
     def render_id(self, record) -> str:
+        return format_html('<a href="{}">{} #{}</a>', record.get_absolute_url(), record.kind, record.pk)
+
+    def value_id(self, record) -> str:
         return f"{record.kind} #{record.pk}"
 
     def render_status(self, record):

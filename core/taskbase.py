@@ -17,7 +17,9 @@
 - work nobody asked for (beat's periodic passes and what they fan out: a run without a job
   from the outbox) records its Job only when it did something (``idle(result)`` is false) or
   failed: housekeeping that found nothing to do writes nothing (``core.publish_live`` wrote a
-  row every second). If its worker dies, the next period does the work again.
+  row every second). If its worker dies, the next period does the work again. Long, rare
+  passes (a full resync) set ``quiet = False``: recorded from the start, watched and canceled
+  like any job.
 """
 
 from __future__ import annotations
@@ -72,6 +74,9 @@ class MeridianTask(Task):
     #: ``superseded(job) -> reason or None``: the job's work was done since it was asked for
     #: (pass ``superseded=staticmethod(fn)`` to the task decorator).
     superseded: ClassVar[Callable[[Any], str | None] | None] = None
+    #: Runs nobody asked for are recorded only once finished, if they did something (False:
+    #: from the start, as a job a change asked for; for long, rare passes).
+    quiet: ClassVar[bool] = True
     #: ``idle(result) -> bool``: a run nobody asked for that did nothing (pass
     #: ``idle=staticmethod(fn)``); by default an empty result, or one whose values are all empty.
     idle: ClassVar[Callable[[Any], bool]] = staticmethod(lambda result: nothing_done(result))
@@ -87,9 +92,14 @@ class MeridianTask(Task):
         job_id = kwargs.pop("job_id", None)
         if not self.track:
             return self._run(args, kwargs, None)
-        if job_id is None:
-            return self._run_unasked(args, kwargs)
         request = self.request
+        if job_id is None and self.quiet:
+            return self._run_unasked(args, kwargs)
+        if job_id is None:
+            job_id = jobs.record_started(task_name=self.name, task_id=request.id or "", args=args, kwargs=kwargs,
+                                         triggered_by="system:beat" if _from_beat(request) else None).pk
+            if isinstance(request.kwargs, dict):
+                request.kwargs["job_id"] = job_id  # a retry of this delivery keeps its job
         job = jobs.start(job_id, task_name=self.name, task_id=request.id or "", args=args, kwargs=kwargs,
                          hostname=request.hostname)
         if job is None:
@@ -105,6 +115,7 @@ class MeridianTask(Task):
                 jobs.retrying(job, exc.exc, countdown=_countdown(exc))
                 raise
             except jobs.JobCanceled:
+                jobs.stopped(job)
                 return None
             except (Ignore, Reject):
                 jobs.succeed(job, {"ignored": True})

@@ -428,6 +428,7 @@ def reschedule_all(*, chunk_size: int = 2000) -> tuple[dict[str, int], list[int]
                                                           "propagation_policy__spec").order_by("pk"))
     last = 0
     while True:
+        jobs.checkpoint()  # a canceled job stops between chunks
         chunk = list(objects.filter(pk__gt=last)[:chunk_size])
         if not chunk:
             break

@@ -47,7 +47,7 @@ def sample_water_levels() -> dict:
     return {"samples": record_samples()}
 
 
-@shared_task(name="federation.reschedule_all", ignore_result=True)
+@shared_task(name="federation.reschedule_all", ignore_result=True, quiet=False)
 def reschedule_all_task() -> dict:
     """Beat (``MERIDIAN_FEDERATION_RESCHEDULE_SECONDS``, default 1800): a full rescheduling
     pass; objects whose placement would change are reconciled on their shards."""

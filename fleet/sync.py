@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from core import events
 from core.audit import record_change
+from core.jobs import checkpoint
 from core.sql import BATCH, delete_in_batches, insert_rows, update_rows
 
 from kube.quantity import BINARY_SI, DECIMAL_SI, Quantity
@@ -82,14 +83,18 @@ def sync_cluster(cluster: Cluster, connector: Connector, *, now: datetime | None
         report.ok, report.message = False, str(exc)
         return report
     report.errors = snapshot.errors
+    checkpoint()  # a canceled sync stops here, or between its writes, which it then rolls back
     with transaction.atomic():
         changed_nodes = _write_nodes(cluster, snapshot, report)
         if changed_nodes:
             transaction.on_commit(lambda: nodes_changed.send(sender=Cluster, cluster=cluster, names=changed_nodes))
+        checkpoint()
         workload_ids, changed_workloads = _write_workloads(cluster, snapshot, report)
         if changed_workloads:
             transaction.on_commit(lambda: workloads_changed.send(sender=Cluster, cluster=cluster, keys=changed_workloads))
+        checkpoint()
         _write_pods(cluster, snapshot, workload_ids, report, now)
+        checkpoint()
         was_ready = cluster.ready
         _write_status(cluster, version, api_resources, snapshot.errors, now)
         if not was_ready:

@@ -187,6 +187,7 @@ def _node_chunks(node_ids: list[int] | None) -> Iterable[list[int] | None]:
         yield None
         return
     for start in range(0, len(node_ids), 10 * BATCH):
+        jobs.checkpoint()  # a canceled job stops between chunks of nodes
         yield node_ids[start : start + 10 * BATCH]
 
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from core.context import acting_as
 from core.sharding import sharded_task
+from core.taskbase import always_idle
 from fleet.models import Cluster, Node
 from fleet.simstore import spec_for
 from fleet.services import connector_for
@@ -62,7 +63,7 @@ def reconcile_nodes_task(cluster_name: str, names: list[str]) -> int:
     return len(ids)
 
 
-@shared_task(name="nodeconfig.full_reconcile", ignore_result=True)
+@shared_task(name="nodeconfig.full_reconcile", ignore_result=True, idle=staticmethod(always_idle))
 def full_reconcile() -> None:
     """Beat, rarely: a full pass catches anything an incremental one missed."""
     for type_id in ConfigType.objects.values_list("pk", flat=True):

@@ -25,6 +25,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core import events
+from core.jobs import checkpoint
 from core.audit import record_change
 from core.sql import insert_rows
 from fleet.models import Cluster, Pod, Workload
@@ -310,7 +311,9 @@ def resync_all(now: datetime | None = None) -> dict[str, int]:
     cache = ChargeCache()
     touched: set[str] = set()
     for cluster in Cluster.objects.order_by("pk"):
+        checkpoint()  # a canceled job stops between clusters
         touched |= sync_ledger(cluster, cache=cache)
+    checkpoint()
     changed = refresh_groups()
     accrued = accrue_cash(now)
     return {"groups_touched": len(touched), "groups_changed": changed, "cash_groups": accrued}

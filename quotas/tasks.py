@@ -36,7 +36,7 @@ def sync_workloads(cluster_name: str, keys: list[list[str]]) -> int:
     return len(touched)
 
 
-@shared_task(name="quotas.resync", ignore_result=True)
+@shared_task(name="quotas.resync", ignore_result=True, quiet=False)
 def resync() -> dict:
     """Beat (``MERIDIAN_QUOTA_RESYNC_SECONDS``, default 300): repair any drift, accrue cash."""
     with acting_as("system:quota-reconciler"):

@@ -1,0 +1,164 @@
+"""Jobs you can watch and stop, through a real worker: a job's log lines reach the database and
+its websocket topic while it runs (not only when it ends); cancel stops running work at its next
+checkpoint and the job says so; the job's page shows its state and log, and offers cancel to
+those who may."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+
+import pytest
+from channels.testing.websocket import WebsocketCommunicator
+from celery import shared_task
+from django.conf import settings
+from django.test import Client
+
+from config.asgi import application
+from core import jobs
+from core.jobs import cancel_job, enqueue
+from core.models import Job
+from core.sharding import sharded_task
+
+from .workers import shard_worker, wait_for_job
+
+logger = logging.getLogger("tests.jobs")
+#: Set by a test to let ``chatty`` finish.
+release = threading.Event()
+
+
+@sharded_task(shard_key=lambda key: f"tests/{key}", name="tests.chatty")
+def chatty(key: str) -> dict:
+    logger.info("first line of %s", key)
+    release.wait(10)
+    logger.info("second line of %s", key)
+    return {"lines": 2}
+
+
+@sharded_task(shard_key=lambda key: f"tests/{key}", name="tests.long_units")
+def long_units(key: str, units: int) -> dict:
+    done = 0
+    for _ in range(units):
+        jobs.checkpoint()
+        time.sleep(0.05)
+        done += 1
+    return {"done": done}
+
+
+@pytest.fixture(autouse=True)
+def reset_release():
+    release.clear()
+    yield
+    release.set()
+
+
+def wait(predicate, timeout: float = 15):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("not in time")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_jobs_log_is_written_while_it_runs(caplog):
+    caplog.set_level(logging.INFO)  # as the README's worker runs (--loglevel INFO); the test worker sets ERROR
+    with shard_worker("tests/log-1"):
+        job = enqueue("tests.chatty", "log-1")
+        wait(lambda: "first line of log-1" in Job.objects.get(pk=job.pk).log)
+        running = Job.objects.get(pk=job.pk)
+        assert running.status == Job.Status.RUNNING and "second line" not in running.log, "written before the job ended"
+        release.set()
+        done = wait_for_job(job)
+    assert done.status == Job.Status.SUCCEEDED
+    lines = [line for line in done.log.splitlines() if "tests.jobs" in line]
+    assert len(lines) == 2 and lines[0].endswith("INFO tests.jobs first line of log-1"), done.log
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_jobs_log_lines_arrive_on_its_topic(django_user_model, caplog):
+    caplog.set_level(logging.INFO)
+    from asgiref.sync import sync_to_async
+
+    user = await sync_to_async(django_user_model.objects.create_user)("watcher", is_superuser=True)
+    client = Client()
+    await sync_to_async(client.force_login)(user)
+    cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+    job = await sync_to_async(Job.objects.create)(kind="tests.chatty", task_name="tests.chatty", task_args=["ws-1"])
+    communicator = WebsocketCommunicator(application, "/ws/", headers=[
+        (b"origin", b"http://127.0.0.1:8000"), (b"cookie", f"{settings.SESSION_COOKIE_NAME}={cookie}".encode())])
+    assert (await communicator.connect(timeout=5))[0]
+    assert (await communicator.receive_json_from(timeout=5))["type"] == "hello"
+    await communicator.send_json_to({"type": "subscribe", "topic": f"job-{job.pk}"})
+    assert (await communicator.receive_json_from(timeout=5))["type"] == "subscribed"
+
+    done = threading.Event()
+
+    def run_it():  # the job's thread, as a worker's pool process runs it
+        with jobs.bound(job):
+            logger.info("first line of ws-1")
+            done.wait(10)
+        from django.db import connection
+
+        connection.close()
+
+    runner = threading.Thread(target=run_it)
+    runner.start()
+    try:
+        messages = []
+        deadline = time.monotonic() + 15
+        while not any(m.get("event") == "job.log" for m in messages) and time.monotonic() < deadline:
+            messages.append(await communicator.receive_json_from(timeout=15))
+        log_events = [m for m in messages if m.get("event") == "job.log"]
+        assert log_events and log_events[0]["data"]["lines"][0].endswith("INFO tests.jobs first line of ws-1")
+        assert runner.is_alive(), "the line arrived while the job was still running"
+    finally:
+        done.set()
+        await sync_to_async(runner.join)(30)
+        await communicator.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_stops_running_work_at_its_next_checkpoint():
+    with shard_worker("tests/cancel-1"):
+        job = enqueue("tests.long_units", "cancel-1", 400)  # 20 s of work if nobody stops it
+        wait(lambda: Job.objects.get(pk=job.pk).status == Job.Status.RUNNING)
+        time.sleep(0.5)
+        canceled_at = time.monotonic()
+        cancel_job(Job.objects.get(pk=job.pk))
+        wait(lambda: Job.objects.get(pk=job.pk).worker == "", timeout=10)
+        stopped_after = time.monotonic() - canceled_at
+    job.refresh_from_db()
+    assert stopped_after < 1.5, f"stopped {stopped_after:.2f} s after the cancel"
+    assert job.status == Job.Status.CANCELED and job.result == {} and job.finished is not None
+    assert job.log.endswith(" stopped: the job was canceled\n"), job.log
+
+
+@pytest.mark.django_db
+def test_the_job_page_shows_state_and_log_and_offers_cancel_to_those_who_may(django_user_model):
+    from django.contrib.auth.models import Group
+
+    job = Job.objects.create(kind="fleet.sync_cluster", task_name="fleet.sync_cluster", status=Job.Status.RUNNING,
+                             log="2026-01-01 INFO fleet.sync cluster x synced\n", triggered_by="alice")
+    viewer = django_user_model.objects.create_user("v")
+    viewer.groups.add(Group.objects.get(name="viewer"))
+    operator = django_user_model.objects.create_user("o")
+    operator.groups.add(Group.objects.get(name="admin"))
+    client = Client()
+    client.force_login(viewer)
+    page = client.get(f"/jobs/{job.pk}/")
+    assert page.status_code == 200 and "cluster x synced" in page.content.decode()
+    assert f"/jobs/{job.pk}/cancel/" not in page.content.decode(), "a viewer is not offered cancel"
+    assert client.post(f"/jobs/{job.pk}/cancel/").status_code == 403
+    client.force_login(operator)
+    assert f"/jobs/{job.pk}/cancel/" in client.get(f"/jobs/{job.pk}/").content.decode()
+    answer = client.post(f"/jobs/{job.pk}/cancel/")
+    assert answer.status_code == 302 and answer["Location"] == f"/jobs/{job.pk}/"
+    assert Job.objects.get(pk=job.pk).status == Job.Status.CANCELED
+    again = client.post(f"/jobs/{job.pk}/cancel/")
+    assert again.status_code == 200 and "already canceled" in again.content.decode(), "a refusal on the page, not a 500"
+    assert json.loads(client.get(f"/api/v1/core/jobs/{job.pk}/").content)["log"].startswith("2026-01-01")
