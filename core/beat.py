@@ -49,9 +49,10 @@ class Scheduler(beat.Scheduler):
             self._lease = Lease("beat-leader", ttl=LEADER_TTL, holder=f"beat {socket.gethostname()}:{os.getpid()}")
         leading = self._lease.keep()
         if leading != self._leading:
+            # a change of leader is worth an operator's eye: logged at WARNING, beat's default level
             self._leading = leading
             if leading:
-                logger.info("beat: leading (lease %s)", self._lease.name)
+                logger.warning("beat: leading (lease %s)", self._lease.name)
             else:
                 logger.warning("beat: standing by; %s leads", self._lease.holder() or "nobody (Redis unreachable)")
         if not leading:

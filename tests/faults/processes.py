@@ -218,7 +218,8 @@ class PrivatePostgres:
         import psycopg
 
         with psycopg.connect(f"postgresql://postgres@127.0.0.1:{self.port}/postgres", autocommit=True) as conn:
-            return [conn.execute(statement).fetchone() for statement in statements]
+            cursors = [conn.execute(statement) for statement in statements]
+            return [cursor.fetchone() if cursor.description else None for cursor in cursors]
 
     def stop(self) -> None:
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop", check=False)
@@ -229,19 +230,41 @@ class PrivatePostgres:
 
 
 class Nginx:
-    """nginx (Debian's, installed by ``.ci/run``) in front of web processes, as a production
-    reverse proxy: round robin, a connection refused or reset before a request was sent is
-    passed to the next server, websockets upgraded and held open."""
+    """nginx (Debian's, which ``make test`` installs) in front of web processes, as a production
+    reverse proxy: round robin, a connection refused before a request was sent is passed to the
+    next server, websockets upgraded and held open; ``drain`` takes a server out of rotation."""
 
     def __init__(self, upstreams: list[int]) -> None:
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="meridian-nginx-"))
         self.upstreams = upstreams
+        self.down: set[int] = set()
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Nginx:
-        binary = shutil.which("nginx") or "/usr/sbin/nginx"
-        servers = "\n".join(f"        server 127.0.0.1:{port} max_fails=1 fail_timeout=2s;" for port in self.upstreams)
+        self._configure()
+        self.proc = subprocess.Popen([self.binary, "-p", str(self.dir), "-c", str(self.dir / "nginx.conf"), "-g", "daemon off;"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(lambda: socket.create_connection(("127.0.0.1", self.port), timeout=1).close() is None, timeout=10,
+                   what="nginx to listen")
+        return self
+
+    def drain(self, port: int, down: bool = True) -> None:
+        """Take one web process out of the rotation (``down``), or put it back, as an operator
+        does before and after restarting it: nginx reloads gracefully and sends it nothing new."""
+        self.down = (self.down | {port}) if down else (self.down - {port})
+        self._configure()
+        subprocess.run([self.binary, "-p", str(self.dir), "-c", str(self.dir / "nginx.conf"), "-s", "reload"], check=True,
+                       capture_output=True, timeout=30)
+        time.sleep(1)  # the workers reloading finish with the old configuration's connections
+
+    @property
+    def binary(self) -> str:
+        return shutil.which("nginx") or "/usr/sbin/nginx"
+
+    def _configure(self) -> None:
+        servers = "\n".join(f"        server 127.0.0.1:{port} max_fails=1 fail_timeout=2s{' down' if port in self.down else ''};"
+                            for port in self.upstreams)
         (self.dir / "nginx.conf").write_text(f"""
 worker_processes 1;
 pid {self.dir}/nginx.pid;
@@ -273,11 +296,6 @@ http {{
     }}
 }}
 """)
-        self.proc = subprocess.Popen([binary, "-p", str(self.dir), "-c", str(self.dir / "nginx.conf"), "-g", "daemon off;"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_until(lambda: socket.create_connection(("127.0.0.1", self.port), timeout=1).close() is None, timeout=10,
-                   what="nginx to listen")
-        return self
 
     @property
     def base(self) -> str:
@@ -359,7 +377,8 @@ class Meridian:
         self._start(name, [sys.executable, "-m", *BEAT_COMMAND])
 
     def terminate(self, name: str, timeout: float = 60) -> int:
-        """SIGTERM, as a rolling restart or Kubernetes sends it; the exit code once it stopped."""
+        """SIGTERM, as a rolling restart or Kubernetes sends it; the exit status once it stopped
+        (uvicorn re-raises the signal after draining: -SIGTERM is its clean stop)."""
         proc = self.procs.pop(name)
         proc.send_signal(signal.SIGTERM)
         return proc.wait(timeout)
