@@ -25,6 +25,7 @@ from core.sharding import sharded_task
 from .workers import shard_worker, wait_for_job
 
 logger = logging.getLogger("tests.jobs")
+logger.setLevel(logging.INFO)  # whatever level the test worker left the root logger at
 #: Set by a test to let ``chatty`` finish.
 release = threading.Event()
 
@@ -54,7 +55,17 @@ def reset_release():
     release.set()
 
 
-def wait(predicate, timeout: float = 15):
+@pytest.fixture
+async def close_executor_connections():
+    """sync_to_async runs ORM calls on one executor thread; close its connection after the test."""
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    yield
+    await sync_to_async(connections.close_all)()
+
+
+def wait(predicate, timeout: float = 30):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -65,8 +76,7 @@ def wait(predicate, timeout: float = 15):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_jobs_log_is_written_while_it_runs(caplog):
-    caplog.set_level(logging.INFO)  # as the README's worker runs (--loglevel INFO); the test worker sets ERROR
+def test_a_jobs_log_is_written_while_it_runs():
     with shard_worker("tests/log-1"):
         job = enqueue("tests.chatty", "log-1")
         wait(lambda: "first line of log-1" in Job.objects.get(pk=job.pk).log)
@@ -80,8 +90,7 @@ def test_a_jobs_log_is_written_while_it_runs(caplog):
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_jobs_log_lines_arrive_on_its_topic(django_user_model, caplog):
-    caplog.set_level(logging.INFO)
+async def test_a_jobs_log_lines_arrive_on_its_topic(django_user_model, close_executor_connections):
     from asgiref.sync import sync_to_async
 
     user = await sync_to_async(django_user_model.objects.create_user)("watcher", is_superuser=True)
