@@ -14,10 +14,7 @@ restarted), ``held.lost`` turns true; work that must not overlap checks it befor
 (``held.ensure()``).
 
 The lock's value names its holder (``holding_as``: the job that holds it), so ``LockBusy``
-says who is in the way. A caller that found the lock busy is *waiting* for it for a few
-seconds (``WAITING_TTL``, renewed by each try); holders that ``defer`` (periodic passes)
-give way to it: they raise ``LockBusy`` instead of taking the lock in the gap, so work that
-was asked for is never starved by periodic work on the same thing.
+says who is in the way.
 """
 
 from __future__ import annotations
@@ -36,25 +33,17 @@ from .redis import get_redis
 
 logger = logging.getLogger(__name__)
 KEY = "meridian:lock:{name}"
-WAITING_KEY = "meridian:lock-waiting:{name}"
 DEFAULT_TTL = 15.0
-#: How long a caller that found a lock busy counts as waiting for it (its retries renew it).
-WAITING_TTL = 20
 
 _holder: contextvars.ContextVar[str] = contextvars.ContextVar("meridian_lock_holder", default="")
 
 
 class LockBusy(Exception):
-    """Someone else holds the lock (``holder`` says who, when known), or a waiting caller goes
-    first (``deferred``); try again later."""
+    """Someone else holds the lock (``holder`` says who, when known); try again later."""
 
-    def __init__(self, name: str, holder: str = "", *, deferred: bool = False) -> None:
-        if deferred:
-            text = f"{name} is wanted by a waiting caller"
-        else:
-            text = f"{name} is busy" + (f" (held by {holder})" if holder else "")
-        super().__init__(text)
-        self.name, self.holder, self.deferred = name, holder, deferred
+    def __init__(self, name: str, holder: str = "") -> None:
+        super().__init__(f"{name} is busy" + (f" (held by {holder})" if holder else ""))
+        self.name, self.holder = name, holder
 
 
 class LockLost(Exception):
@@ -83,24 +72,12 @@ def holding_as(label: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def hold(name: str, *, ttl: float = DEFAULT_TTL, wait: float = 0, defer: bool = False) -> Iterator[HeldLock]:
-    """Hold lock ``name`` for the block, extending it until the block ends.
-
-    ``defer``: a periodic pass, which leaves the lock to a caller waiting for it (and never
-    counts as waiting itself)."""
-    redis = get_redis()
-    key = KEY.format(name=name)
-    if defer and redis.exists(WAITING_KEY.format(name=name)):
-        raise LockBusy(name, deferred=True)
-    lock = redis.lock(key, timeout=ttl, thread_local=False)
+def hold(name: str, *, ttl: float = DEFAULT_TTL, wait: float = 0) -> Iterator[HeldLock]:
+    """Hold lock ``name`` for the block, extending it until the block ends."""
+    lock = get_redis().lock(KEY.format(name=name), timeout=ttl, thread_local=False)
     token = f"{uuid.uuid4().hex} {_holder.get() or 'another process'}".encode()
     if not lock.acquire(blocking=wait > 0, blocking_timeout=wait or None, token=token):
-        if not defer:
-            redis.set(WAITING_KEY.format(name=name), token, ex=WAITING_TTL)
         raise LockBusy(name, holder_of(name))
-    if not defer:
-        with contextlib.suppress(RedisError):
-            redis.delete(WAITING_KEY.format(name=name))
     held = HeldLock(name)
     keeper = threading.Thread(target=_keep, args=(lock, held, ttl / 3), daemon=True, name=f"lock:{name}")
     keeper.start()

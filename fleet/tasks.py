@@ -11,12 +11,14 @@ import time
 from celery import shared_task
 from django import db
 from django.conf import settings
+from django.contrib.contenttypes.models import ContentType
 from django.utils import timezone
 from redis.exceptions import RedisError
 
 from core import events
 from core.context import acting_as
 from core.locks import HeldLock, LockBusy, hold, is_held
+from core.models import Job
 from core.sharding import sharded_task
 from core.taskbase import always_idle
 
@@ -38,6 +40,18 @@ def cluster_shard_key(cluster_name: str) -> str:
 
 #: Why a periodic sync leaves a watched cluster alone.
 WATCHED = "watched: its watcher writes every change"
+#: Why a periodic sync leaves a cluster to a sync someone asked for.
+REQUESTED_FIRST = "a requested sync of this cluster goes first"
+
+
+def _requested_sync_unfinished(cluster_name: str) -> bool:
+    """A requested sync of the cluster is queued, waiting or running — its worker may even have
+    died, its lock lapsing before the reaper sends it again: a periodic sync taking the lock in
+    that gap kept it from the request for a whole sync (and the next, and the next)."""
+    cluster = Cluster.objects.filter(name=cluster_name).values_list("pk", flat=True).first()
+    return cluster is not None and Job.objects.filter(
+        task_name="fleet.sync_cluster", status__in=Job.UNFINISHED, object_type=ContentType.objects.get_for_model(Cluster),
+        object_id=str(cluster)).exists()
 
 
 def synced_since_asked(job) -> str | None:
@@ -64,15 +78,17 @@ def nothing_synced(result: dict | None) -> bool:
 def sync_cluster_task(cluster_name: str, requested: bool = False) -> dict | None:
     """Sync one cluster, one sync per cluster at a time.
 
-    A periodic sync that finds one running is skipped (the running one does the work), and
-    so is one that finds a requested sync waiting (the lock's ``defer``): a requested one (a
-    user's "sync now", a registration) waits for the running one (``LockBusy`` retries, the
-    job "waiting") and then goes first, unless a sync since the request already did its work.
+    A periodic sync that finds one running is skipped (the running one does the work), and so
+    is one that finds a requested sync unfinished: a requested one (a user's "sync now", a
+    registration) waits for a running one (``LockBusy`` retries, the job "waiting") and then
+    goes first, unless a sync since the request already did its work.
     """
     if not requested and is_held(_watch_lease(cluster_name)):
         return {"cluster": cluster_name, "skipped": WATCHED}  # before the sync lock, which its writer takes now and then
+    if not requested and _requested_sync_unfinished(cluster_name):
+        return {"cluster": cluster_name, "skipped": REQUESTED_FIRST}
     try:
-        with hold(_sync_lock(cluster_name), defer=not requested):
+        with hold(_sync_lock(cluster_name)):
             cluster = Cluster.objects.filter(name=cluster_name).first()
             if cluster is None:
                 return {"cluster": cluster_name, "ok": False, "message": "no such cluster"}
@@ -82,8 +98,7 @@ def sync_cluster_task(cluster_name: str, requested: bool = False) -> dict | None
         if requested:
             raise
         logger.info("sync of %s skipped: %s", cluster_name, exc)
-        return {"cluster": cluster_name, "skipped": "a requested sync of this cluster goes first" if exc.deferred
-                else "a sync of this cluster is running"}
+        return {"cluster": cluster_name, "skipped": "a sync of this cluster is running"}
 
 
 def _sync(cluster: Cluster, requested: bool = False) -> dict:

@@ -130,12 +130,13 @@ def test_a_real_worker_runs_the_sharded_sync_job(cluster):
 @pytest.mark.django_db
 def test_a_requested_sync_waits_for_the_one_in_progress_and_then_goes_before_periodic_ones(cluster):
     """The requested job says it waits, for which lock and whom; periodic syncs give way to it
-    even once the lock is free, so periodic work (12 s syncs every 15 s) cannot starve it."""
+    even once the lock is free, so periodic work (12 s syncs every 15 s) cannot starve it — nor
+    take the lock while its worker is dead and the reaper has not sent it again yet."""
     import contextlib
 
     from celery.exceptions import Retry
 
-    from core.locks import WAITING_KEY, hold, holding_as
+    from core.locks import hold, holding_as
     from core.redis import get_redis
     from core.sharding import shard_queue
     from fleet.tasks import sync_cluster_task
@@ -162,21 +163,27 @@ def test_a_requested_sync_waits_for_the_one_in_progress_and_then_goes_before_per
         assert sync_cluster_task(cluster.name) == {"cluster": cluster.name, "skipped": "a requested sync of this cluster goes first"}, \
             "with the lock free, the next periodic sync still leaves it to the waiting request"
         assert redis.llen(queue) == 1 and not Node.objects.filter(cluster=cluster).exists()
+        Job.objects.filter(pk=job.pk).update(status=Job.Status.RUNNING, worker="dead@nowhere:1")
+        assert sync_cluster_task(cluster.name)["skipped"] == "a requested sync of this cluster goes first", \
+            "its worker died: the cluster still waits for the reaper to send it again"
+        Job.objects.filter(pk=job.pk).update(status=Job.Status.SUCCEEDED, worker="")
+        assert sync_cluster_task(cluster.name)["ok"], "once it is done, periodic syncs go on"
     finally:
         periodic.close()
         sync_cluster_task.pop_request()
-        redis.delete(queue, WAITING_KEY.format(name=f"fleet-sync-{cluster.name}"))
+        redis.delete(queue)
 
 
 @pytest.mark.django_db
 def test_a_sync_request_met_by_a_later_sync_is_settled_without_syncing_again(cluster):
     """A sync asked for (and lost, or still queued) is done once any sync of the cluster ran
-    after it was asked: its delivery succeeds as superseded, naming that sync, without a run."""
+    after it was asked (the cluster's watcher writing, another request): its delivery succeeds
+    as superseded, naming that sync, without a run."""
     from fleet.tasks import sync_cluster_task
 
     job = request_sync(cluster)
     assert sync_cluster_task.superseded(job) is None, "nothing synced the cluster since"
-    sync_cluster_task(cluster.name)  # a periodic sync, after the request
+    sync_cluster(cluster, connector(cluster, Clock(500)))  # a sync after the request (a watcher's write, another request)
     cluster.refresh_from_db()
     reason = sync_cluster_task.superseded(job)
     assert reason and cluster.name in reason and "after this sync was asked for" in reason
@@ -213,7 +220,7 @@ def test_the_reaper_settles_a_dead_workers_sync_job_by_what_happened_since(clust
     queue = shard_queue(f"cluster/{cluster.name}")
     met, unmet = request_sync(cluster), request_sync(cluster)
     Job.objects.filter(pk=met.pk).update(status=Job.Status.RUNNING, worker="gone@nowhere:4242", attempts=1)
-    sync_cluster_task(cluster.name)  # the periodic sync after the request
+    sync_cluster(cluster, connector(cluster, Clock(500)))  # a sync after the request (a watcher's write, another request)
     # attempts count deliveries (waiting for the lock made nine); only lost workers count against it
     Job.objects.filter(pk=unmet.pk).update(status=Job.Status.RUNNING, worker="gone@nowhere:4243", attempts=9,
                                           created=Cluster.objects.get(pk=cluster.pk).last_sync + timedelta(seconds=1))

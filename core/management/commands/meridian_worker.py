@@ -17,6 +17,10 @@ from core.sharding import SHARD_QUEUE_PREFIX, parse_shard_spec
 from core.supervisor import Program, Supervisor
 
 
+#: The longest wait before starting a worker that keeps exiting again.
+RESTART_MAX_SECONDS = 4.0
+
+
 class Command(BaseCommand):
     help = "Run a Celery worker; --shards picks which reconcile.<n> queues it owns (default: all)."
 
@@ -46,6 +50,9 @@ class Command(BaseCommand):
         self.stdout.write(f"worker {name} consuming {', '.join(queues)}")
         sys.stdout.flush()
         env = {**os.environ, "MERIDIAN_WORKER_NODE": name}  # lets the job reaper tell a dead pool process on this node
-        # No deadline of its own on SIGTERM: whoever stops it (systemd, Kubernetes) sets the grace period.
-        code = Supervisor([Program("worker", argv, env=env)], prefix_output=False, stop_timeout=None).run()
+        # No deadline of its own on SIGTERM: whoever stops it (systemd, Kubernetes) sets the grace
+        # period. A short backoff: a worker that died of a broker fault is wanted back within
+        # seconds (each start takes a few of its own), however often the broker flapped.
+        code = Supervisor([Program("worker", argv, env=env)], prefix_output=False, stop_timeout=None,
+                          max_backoff=RESTART_MAX_SECONDS, stable_after=10).run()
         sys.exit(code)
