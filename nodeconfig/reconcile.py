@@ -164,7 +164,11 @@ def _reconcile(config_type: ConfigType, node_ids: list[int] | None, now: datetim
             touched.update(t for t in (*(current or ())[:2], *(wanted or ())[:2]) if t)
     with transaction.atomic():
         _write(upserts, removals)
-        _count_matches(config_type, None if node_ids is None else touched | extra_targets)
+        # A pass over some nodes (churn) counts the targets it touched but observes only the
+        # revisions it was asked to deliver: it must not say a new downgrade is delivered when
+        # it matched a few churned nodes before the downgrade's own pass ran.
+        _count_matches(config_type, None if node_ids is None else touched | extra_targets,
+                       observed=None if node_ids is None else extra_targets)
         changed = list(report.changed_nodes)
         transaction.on_commit(lambda: after_write(changed))
     report.written, report.removed = len(upserts), len(removals)
@@ -233,8 +237,9 @@ def _write(upserts: list[NodeConfig], removals: list[int]) -> None:
         NodeConfig.objects.filter(pk__in=removals[start : start + BATCH]).delete()
 
 
-def _count_matches(config_type: ConfigType, target_ids: set[int] | None) -> None:
-    """Refresh matched-node counts: of ``target_ids`` (those a change touched), or of all."""
+def _count_matches(config_type: ConfigType, target_ids: set[int] | None, *, observed: set[int] | None = None) -> None:
+    """Refresh matched-node counts: of ``target_ids`` (those a change touched), or of all; and
+    mark the current revision observed (delivered) of ``observed`` (None: every target counted)."""
     rows = NodeConfig.objects.filter(config_type=config_type)
     targets = ConfigTarget.objects.filter(config_type=config_type)
     if target_ids is not None:
@@ -247,11 +252,12 @@ def _count_matches(config_type: ConfigType, target_ids: set[int] | None) -> None
     if target_ids is not None:
         overrides = overrides.filter(target__in=target_ids)
     counts.update(overrides.values_list("target").annotate(n=Count("pk")).values_list("target", "n"))
-    for pk, count, observed, number, emergency, deleted in targets.values_list(
+    for pk, count, seen_before, number, emergency, deleted in targets.values_list(
             "pk", "matched_node_count", "observed_revision", "revision__number", "emergency", "deleted"):
         wanted = count if emergency and deleted else counts.get(pk, 0)  # a restored downgrade keeps how many it covered
-        if count != wanted or observed != (number or 0):
-            ConfigTarget.objects.filter(pk=pk).update(matched_node_count=wanted, observed_revision=number or 0)
+        seen = (number or 0) if observed is None or pk in observed else seen_before
+        if count != wanted or seen_before != seen:
+            ConfigTarget.objects.filter(pk=pk).update(matched_node_count=wanted, observed_revision=seen)
 
 
 def after_write(node_ids: Sequence[int]) -> None:

@@ -12,11 +12,14 @@ import pytest
 from core.locks import hold
 from core.models import Job, ObjectChange
 from core.redis import get_redis
+from fleet.models import Node
 from fleet.tokens import issue_token
 from kube.labels import parse_selector
 from nodeconfig import services
 from nodeconfig.etags import etag_key
 from nodeconfig.models import ConfigRevision, ConfigTarget, NodeConfig
+from nodeconfig.reconcile import reconcile_nodes
+from nodeconfig.rollout import progress
 from nodeconfig.services import RECONCILE_TASK, TargetSpec, canonical_selector, emergency_downgrade, save_target
 
 from tests.workers import purge_queues, shard_worker, wait_for_job
@@ -188,3 +191,19 @@ def test_an_emergency_downgrade_is_only_ended_by_restore(operator_api, admin_qos
     restored = operator_api.post(f"/api/v1/nodeconfig/emergency-downgrade/{target.pk}/restore/", {"reason": "over"},
                                  format="json")
     assert restored.status_code == 200 and restored.json()["deleted"] is True
+
+
+def test_a_few_churned_nodes_matched_before_the_downgrades_own_pass_do_not_make_it_delivered(fleet, admin_qos):
+    """Found in the fault suite: a Redis outage held the downgrade's delivery job back while a
+    sync of churned nodes matched those few against every target; their pass marked the new
+    revision observed, and the downgrade said "delivered" with half the cluster still reclaiming."""
+    target, _, _ = emergency_downgrade(cluster="bj-1", selector="", reason="incident 8")
+    churned = list(Node.objects.filter(cluster__name="bj-1").order_by("name").values_list("pk", flat=True)[:3])
+    reconcile_nodes(churned)
+    target.refresh_from_db()
+    shown = progress(target)
+    assert NodeConfig.objects.filter(target=target).count() == 3, "the churned nodes got the override"
+    assert shown["delivery"] == "pending", "9 of the cluster's 12 nodes do not hold it yet"
+    settle(target)
+    target.refresh_from_db()
+    assert progress(target)["delivery"] == "delivered" and NodeConfig.objects.filter(target=target).count() == 12
