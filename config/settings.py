@@ -298,7 +298,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "SCHEMA_PATH_PREFIX": r"/api/v1",
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "core.schema.add_error_responses"],
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "core.schema.add_error_responses",
+                             "core.schema.add_dry_run_parameter"],
     # Two models have an "action" field with different choices: name each enum after its model.
     "ENUM_NAME_OVERRIDES": {"ObjectChangeActionEnum": "core.models.ObjectChange.Action",
                             "RevisionActionEnum": "core.models.Revision.Action"},

@@ -56,3 +56,24 @@ def add_error_responses(result, generator, request, public):
                 responses.setdefault(status, {"description": description,
                                               "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
     return result
+
+
+DRY_RUN_PARAMETER = {
+    "name": "dry_run", "in": "query", "required": False, "schema": {"type": "string", "enum": ["true", "false"]},
+    "description": "true: validate and run the write in a transaction that is rolled back (Kubernetes' dryRun=All); "
+                   "the answer is what would be stored, or the refusal; nothing is kept. An endpoint whose effect "
+                   "leaves the database refuses it (400, dry_run_unsupported).",
+}
+
+
+def add_dry_run_parameter(result, generator, request, public):
+    """drf-spectacular postprocessing hook: every write documents ``?dry_run``
+    (``core.api.viewsets.DryRunMixin``, which every REST view taking a write mixes in)."""
+    for path_item in result.get("paths", {}).values():
+        for method, operation in path_item.items():
+            if method not in ("post", "put", "patch", "delete"):
+                continue
+            parameters = operation.setdefault("parameters", [])
+            if not any(p.get("name") == "dry_run" and p.get("in") == "query" for p in parameters):
+                parameters.append(DRY_RUN_PARAMETER)
+    return result

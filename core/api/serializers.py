@@ -34,6 +34,15 @@ class TokenResponseSerializer(serializers.Serializer):
     write_enabled = serializers.BooleanField()
 
 
+class TokenCreateSerializer(serializers.Serializer):
+    """A new token for the caller (``POST /api/v1/auth/tokens/``)."""
+
+    name = serializers.CharField(required=False, allow_blank=True, default="", max_length=100)
+    write_enabled = serializers.BooleanField(required=False, default=True)
+    ttl_days = serializers.IntegerField(required=False, min_value=1, max_value=3650, allow_null=True, default=None,
+                                        help_text="Lifetime in days (default MERIDIAN_TOKEN_TTL_DAYS).")
+
+
 class APITokenSerializer(serializers.ModelSerializer):
     class Meta:
         model = APIToken

@@ -1,8 +1,13 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status
 from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
@@ -12,15 +17,17 @@ from .. import jobs
 from ..tokens import issue_token, revoke_token
 from ..filtersets import JobFilterSet, ObjectChangeFilterSet
 from ..models import APIToken, Job, ObjectChange
+from ..permissions import token_may_write
 from ..roles import user_role
 from .serializers import (
     APITokenSerializer,
     JobSerializer,
     ObjectChangeSerializer,
+    TokenCreateSerializer,
     TokenRequestSerializer,
     TokenResponseSerializer,
 )
-from .viewsets import MeridianListDestroyViewSet, MeridianReadOnlyViewSet
+from .viewsets import DryRunMixin, MeridianListDestroyViewSet, MeridianReadOnlyViewSet
 
 
 class APIRootView(APIView):
@@ -37,6 +44,7 @@ class APIRootView(APIView):
             {
                 "auth": {"token": link("api:token-obtain"), "tokens": link("api:apitoken-list"), "me": link("api:me")},
                 "core": {"jobs": link("api:job-list"), "audit-log": link("api:objectchange-list")},
+                "configuration": {"apply": link("api:apply"), "delete": link("api:delete"), "export": link("api:export")},
                 "fleet": request.build_absolute_uri("/api/v1/fleet/"),
                 "nodeconfig": request.build_absolute_uri("/api/v1/nodeconfig/"),
                 "quotas": request.build_absolute_uri("/api/v1/quotas/"),
@@ -47,7 +55,7 @@ class APIRootView(APIView):
         )
 
 
-class TokenObtainView(generics.GenericAPIView):
+class TokenObtainView(DryRunMixin, generics.GenericAPIView):
     """Exchange a username and password for an API token (shown once)."""
 
     authentication_classes: list = []
@@ -76,7 +84,7 @@ class MeView(APIView):
 
 
 class APITokenViewSet(MeridianListDestroyViewSet):
-    """The caller's own tokens: list them (without keys) and revoke one."""
+    """The caller's own tokens: list them (without keys), issue one, revoke one."""
 
     serializer_class = APITokenSerializer
     permission_classes = [IsAuthenticated]
@@ -85,8 +93,32 @@ class APITokenViewSet(MeridianListDestroyViewSet):
     def get_queryset(self):
         return APIToken.objects.filter(user=self.request.user)
 
+    @extend_schema(request=TokenCreateSerializer, responses={201: TokenResponseSerializer})
+    def create(self, request):
+        """Issue another token for the caller (shown once). A token never mints a stronger one:
+        a read-only token issues only read-only tokens, and none outliving itself, so a leaked
+        key cannot be turned into a longer-lived or writing one."""
+        data = self.valid(TokenCreateSerializer)
+        ttl = timedelta(days=data["ttl_days"]) if data["ttl_days"] else None
+        caller = request.auth if isinstance(request.auth, APIToken) else None
+        if caller is not None:
+            if data["write_enabled"] and not token_may_write(request):
+                raise PermissionDenied("A read-only token issues only read-only tokens (write_enabled=false).")
+            ttl = _within(caller, ttl)
+        token, raw = issue_token(request.user, name=data["name"], write_enabled=data["write_enabled"], ttl=ttl)
+        body = {"token": raw, "expires": token.expires, "write_enabled": token.write_enabled}
+        return Response(TokenResponseSerializer(body).data, status=status.HTTP_201_CREATED)
+
     def perform_destroy(self, obj, *, reason=""):
         revoke_token(obj)
+
+
+def _within(caller: APIToken, ttl: timedelta | None) -> timedelta | None:
+    """``ttl`` cut down so a token issued with another token expires no later than it."""
+    if caller.expires is None:
+        return ttl
+    left = max(caller.expires - timezone.now() - timedelta(seconds=1), timedelta(seconds=1))  # issuing takes a moment
+    return min(ttl, left) if ttl is not None else min(left, timedelta(days=settings.MERIDIAN_TOKEN_TTL_DAYS))
 
 
 class JobViewSet(MeridianReadOnlyViewSet):

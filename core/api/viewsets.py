@@ -13,7 +13,11 @@ Shared behaviour lives here once:
   app viewsets implement with their service functions (validation lives there, so the pages
   and the API refuse the same things); the answer is the read serializer of the result;
 - **revisions** (``RevisionsMixin``): ``revisions/``, ``diff/?a=&b=`` and ``rollback/`` with one
-  response shape everywhere: 201 and the new revision.
+  response shape everywhere: 201 and the new revision;
+- **dry runs** (``DryRunMixin``): ``?dry_run=true`` on any write (create, update, destroy, a verb)
+  runs it for real — validation, services, revisions, audit — in a transaction that is then
+  rolled back, as Kubernetes' ``dryRun=All``: the answer is what would be stored (or the
+  refusal), and nothing is (events and jobs go out only after a commit, so none do).
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Model, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
 
 from .. import concurrency, revisions
@@ -49,7 +55,55 @@ class DiffSerializer(serializers.Serializer):
     changes = serializers.ListField(child=serializers.DictField())
 
 
-class MeridianViewSetMixin:
+#: ``?dry_run=`` values meaning "yes" (``All`` is how Kubernetes spells it) and "no".
+DRY_RUN_YES = frozenset({"true", "1", "all"})
+DRY_RUN_NO = frozenset({"false", "0", ""})
+DRY_RUN_HEADER = "X-Meridian-Dry-Run"
+
+
+def dry_run_asked(query: Mapping[str, str]) -> bool:
+    """Whether a request asks for a dry run. A value that is neither yes nor no counts as yes
+    here (so it never writes) and is refused by ``DryRunMixin.initial``."""
+    return "dry_run" in query and str(query["dry_run"]).strip().lower() not in DRY_RUN_NO
+
+
+class DryRunMixin:
+    """``?dry_run=true`` on an unsafe request: the whole request runs inside a transaction that is
+    rolled back at the end, so validation, permission checks, services, revisions and audit
+    entries all happen exactly as for real and none of it is kept; ``transaction.on_commit``
+    work (live events, job messages, Redis ETags) never runs. The answer is the real one (201
+    with what would be stored, 400 with the refusal, 409/412 when stale) plus the header
+    ``X-Meridian-Dry-Run: true``.
+
+    Views whose effects leave the database (applying a webhook configuration to a member
+    cluster) list the actions (or, for plain API views, the HTTP methods) they cannot dry-run
+    in ``dry_run_refused``: such a request is refused (400, ``dry_run_unsupported``) rather
+    than carried out.
+    """
+
+    dry_run_refused: frozenset[str] = frozenset()
+
+    def dispatch(self, request, *args, **kwargs):
+        if request.method in SAFE_METHODS or not dry_run_asked(request.GET):
+            return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+        with transaction.atomic():
+            response = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+            transaction.set_rollback(True)
+        response[DRY_RUN_HEADER] = "true"
+        return response
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        if request.method in SAFE_METHODS or not dry_run_asked(request.query_params):
+            return
+        if str(request.query_params["dry_run"]).strip().lower() not in DRY_RUN_YES:
+            raise ValidationError({"dry_run": ["Use dry_run=true (or All), or leave it out."]})
+        if (getattr(self, "action", None) or request.method) in self.dry_run_refused:
+            raise Refused("dry_run_unsupported", "This request acts outside Meridian's database and cannot be dry-run.",
+                          field="dry_run")
+
+
+class MeridianViewSetMixin(DryRunMixin):
     """See the module docstring. ``write_serializer_class`` validates bodies of create/update."""
 
     #: The verb an extra action needs (``@action(..., verb="rollback")``); None: by HTTP method.

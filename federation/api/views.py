@@ -24,7 +24,7 @@ from rest_framework.filters import OrderingFilter, SearchFilter
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api.viewsets import MeridianModelViewSet, ReasonSerializer, RevisionsMixin
+from core.api.viewsets import DryRunMixin, MeridianModelViewSet, ReasonSerializer, RevisionsMixin
 from core.errors import Refused
 from core.permissions import RolePermission
 from fleet.models import Cluster
@@ -281,7 +281,7 @@ class FederatedObjectViewSet(RevisionsMixin, MeridianModelViewSet):
 # --------------------------------------------------------------------------- what-if, planner
 
 
-class WhatIfView(APIView):
+class WhatIfView(DryRunMixin, APIView):
     """Where would this workload land under this policy, and the water levels after? Commits
     nothing, so reading federated objects is enough."""
 
@@ -294,7 +294,7 @@ class WhatIfView(APIView):
         return Response(whatif.what_if(data["object"], data["policy"]))
 
 
-class PlannerView(APIView):
+class PlannerView(DryRunMixin, APIView):
     """KubeAdmiral's Spread replica planner over plain input: weights, min/max replicas,
     capacities, and scaling without migration. Commits nothing."""
 

@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.api.viewsets import DryRunMixin
 from core.errors import error_body
 from core.permissions import RolePermission
 
@@ -32,7 +33,7 @@ class WebhookConfigurationRequest(serializers.Serializer):
                                                 "serving certificate; required to apply.")
 
 
-class WebhookConfigurationView(APIView):
+class WebhookConfigurationView(DryRunMixin, APIView):
     """GET: the cluster's webhook configuration with the API server's token files, applied
     nowhere (``Warning`` headers say what applying still needs); POST: apply it through the
     cluster's connector (admins: ``fleet.change_cluster``). A missing or placeholder URL is
@@ -41,6 +42,8 @@ class WebhookConfigurationView(APIView):
 
     permission_classes = [RolePermission]
     required_permissions = {"GET": ["fleet.view_cluster"], "POST": ["fleet.change_cluster"]}
+    #: Applying writes to the member cluster, which no rollback undoes.
+    dry_run_refused = frozenset({"POST"})
     webhook: ClassVar[webhooks.WebhookConfig]
     #: Where the configuration object goes in the GET body, beside the API server's files.
     configuration_key: ClassVar[str]

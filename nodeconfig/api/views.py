@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 from core.api.pagination import LargeCursorPagination
 from core.api.serializers import JobSerializer
 from core.api.downloads import YAML_RESPONSE, yaml_download
-from core.api.viewsets import MeridianModelViewSet, MeridianReadOnlyViewSet, ReasonSerializer, RevisionsMixin
+from core.api.viewsets import DryRunMixin, MeridianModelViewSet, MeridianReadOnlyViewSet, ReasonSerializer, RevisionsMixin
 from core.errors import Refused
 from core.permissions import RolePermission
 
@@ -184,7 +184,7 @@ def downgrade_body(target: ConfigTarget, job, **extra) -> dict:
                                                     "delivery_job": JobSerializer(job).data if job else None} | extra)
 
 
-class EmergencyDowngradeView(APIView):
+class EmergencyDowngradeView(DryRunMixin, APIView):
     """The emergency downgrade: reclaim off for the fleet, a cluster or a label scope.
 
     201 when this call started it (200 when that scope was already downgraded); the body says
@@ -212,7 +212,7 @@ class EmergencyDowngradeView(APIView):
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
-class EmergencyRestoreView(APIView):
+class EmergencyRestoreView(DryRunMixin, APIView):
     """End a downgrade; like the downgrade, delivered by a job whose progress the body shows."""
 
     permission_classes = [RolePermission]

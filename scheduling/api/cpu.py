@@ -29,7 +29,7 @@ from rest_framework.views import APIView
 
 from core import concurrency, jobs
 from core.api.pagination import LargeCursorPagination
-from core.api.viewsets import MeridianViewSetMixin, WriteThroughServicesMixin
+from core.api.viewsets import DryRunMixin, MeridianViewSetMixin, WriteThroughServicesMixin
 from core.errors import Refused
 from kube.quantity import QuantityError, parse_quantity
 
@@ -368,7 +368,7 @@ class FleetCPUView(APIView):
         return Response(view)
 
 
-class FleetWhatIfView(APIView):
+class FleetWhatIfView(DryRunMixin, APIView):
     """Which nodes can take an exclusive instance of N CPUs now (best fit first), and how many can."""
 
     required_permissions = {"POST": ["scheduling.allocate_nodecpu"]}

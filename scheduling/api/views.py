@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api.downloads import YAML_RESPONSE, yaml_download
-from core.api.viewsets import MeridianModelViewSet, RevisionsMixin
+from core.api.viewsets import DryRunMixin, MeridianModelViewSet, RevisionsMixin
 from core.errors import Refused
 from core.permissions import RolePermission
 from fleet.api import webhooks as fleet_webhooks
@@ -150,7 +150,7 @@ class SchedulerConfigBindingViewSet(RevisionsMixin, MeridianModelViewSet):
         return services.rollback_spec(obj, number, reason=reason)
 
 
-class ImportView(APIView):
+class ImportView(DryRunMixin, APIView):
     """Create or update NodeSchedulerConfigs, PodSchedulerConfigs and SchedulerConfigBindings from
     upstream YAML (``sched.cloud.ctrip.com/v1``, one or more documents): all or nothing; a
     refusal is 400 with the one error body, each problem under ``document N: <field>``."""
@@ -186,7 +186,7 @@ class ExportView(APIView):
         return yaml_download(services.export_yaml(kinds=kinds), "scheduling-configs.yaml")
 
 
-class PreviewView(APIView):
+class PreviewView(DryRunMixin, APIView):
     """What the mutating webhook would do to this pod now: the resolution explanation, the merged
     affinity, the JSONPatch, or the denial. Commits nothing."""
 
@@ -201,7 +201,7 @@ class PreviewView(APIView):
         return Response(services.preview_pod(body.validated_data["pod"], namespace=body.validated_data["namespace"] or None))
 
 
-class SimulateView(APIView):
+class SimulateView(DryRunMixin, APIView):
     """N replicas of a pod placed under a policy (and a second one to compare) on a snapshot of a
     cluster's inventory: node per replica, per-node usage, unschedulable count with
     kube-scheduler's reasons, fragmentation and allocation rate. Commits nothing."""
