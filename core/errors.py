@@ -67,6 +67,12 @@ class Refused(ValueError):
         return f"{type(self).__name__}({self.code!r}, {self.detail!r})"
 
 
+class Forbidden(Refused):
+    """The caller may not do this to what the request names (checked per object)."""
+
+    status = 403
+
+
 class NotFound(Refused):
     """What the request names does not exist (or the caller may not know it does)."""
 

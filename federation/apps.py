@@ -33,6 +33,9 @@ class FederationConfig(AppConfig):
         register_topic_kind("federation", model=FederatedObject)
         register_topic_kind("federation-object", model=FederatedObject, lookup=_object)
         register_topic_kind("water-levels", model=Cluster)
+        from .documents import register_documents
+
+        register_documents()  # policies and federated objects as meridian.io/v1 documents (config as code)
 
 
 def _object(object_id: str):

@@ -152,6 +152,15 @@ def _resolve_policy(model, labels: Mapping[str, str], namespace: str, explicit: 
     return None
 
 
+def resolve_policies(template: Mapping[str, Any], propagation_policy: str | None = None,
+                     override_policy: str | None = None) -> tuple[PropagationPolicy | None, OverridePolicy | None]:
+    """The policies ``submit`` would give an object (explicit name, else its labels' policy)."""
+    meta = template.get("metadata") if isinstance(template.get("metadata"), Mapping) else {}
+    labels, namespace = meta.get("labels") or {}, meta.get("namespace") or ""
+    return (_resolve_policy(PropagationPolicy, labels, namespace, propagation_policy, "propagation_policy"),
+            _resolve_policy(OverridePolicy, labels, namespace, override_policy, "override_policy"))
+
+
 # --------------------------------------------------------------------------- objects
 
 

@@ -19,3 +19,6 @@ class FleetConfig(AppConfig):
         register_topic_kind("fleet", model=Cluster)
         register_topic_kind("cluster", model=Cluster, lookup=lambda name: Cluster.objects.filter(name=name).first())
         database_restored.connect(forget_cached_tokens, dispatch_uid="fleet-forget-cached-tokens")
+        from .documents import register_documents
+
+        register_documents()  # Cluster as a meridian.io/v1 document (config as code)

@@ -26,6 +26,9 @@ class NodeconfigConfig(AppConfig):
         register_topic_kind("nodeconfig", model=ConfigTarget)
         register_topic_kind("nodeconfig-target", model=ConfigTarget, lookup=_target)
         live.register(TARGET_LIVE, progress_events)
+        from .documents import register_documents
+
+        register_documents()  # ConfigType and ConfigTarget as meridian.io/v1 documents (config as code)
         nodes_changed.connect(_queue_node_reconcile, dispatch_uid="nodeconfig-nodes-changed")
         from .seed_types import ensure_seed_types
 

@@ -19,6 +19,9 @@ class QuotasConfig(AppConfig):
 
         delegation.register()
         register_topic_kind("quotas", model=QuotaGroup)
+        from .documents import register_documents
+
+        register_documents()  # QuotaGroup as a meridian.io/v1 document (config as code)
         workloads_changed.connect(_queue_ledger_sync, dispatch_uid="quotas-workloads-changed")
 
 

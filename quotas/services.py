@@ -39,6 +39,11 @@ def _parse_hard(hard: Any) -> acc.ResourceList:
     return parsed_hard
 
 
+def canonical_hard(hard: Any) -> dict[str, str]:
+    """``hard`` as a group stores it (canonical quantities), or the refusal a write would give."""
+    return acc.canonical(_parse_hard(hard))
+
+
 def _tree_refusal(exc: acc.TreeError) -> Refused:
     return Refused(exc.code, exc.message, field=exc.field)
 

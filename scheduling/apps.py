@@ -33,6 +33,9 @@ class SchedulingConfig(AppConfig):
         post_migrate.connect(ensure_default_policy, sender=self, dispatch_uid="scheduling-default-policy")
         simplacer.register()  # the fleet simulator places its pods through the scheduling engine
         database_restored.connect(forget_version, dispatch_uid="scheduling-forget-config-version")
+        from .documents import register_documents
+
+        register_documents()  # policies, templates and bindings as meridian.io/v1 documents (config as code)
 
     def ready_cpu(self) -> None:
         """Part B (CPU co-location): operator verbs, and a reconcile after inventory syncs."""
