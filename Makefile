@@ -2,13 +2,15 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-$(shell cat requirements.txt | cksum | cut -d' ' -f1)
+# Keyed on what installs: the pinned requirements and the project itself (the `meridian` command).
+STAMP  := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: run test venv bench check messages clean
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	$(PY) -m pip install --disable-pip-version-check -q --no-deps -e .
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

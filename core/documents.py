@@ -263,22 +263,24 @@ def ordered(documents: Sequence[Document]) -> list[Document]:
     """Apply order: by kind, and within a kind every parent the batch holds before its children."""
     result: list[Document] = []
     for kind in kinds():
-        mine = [d for d in documents if d.kind == kind.kind]
-        by_identity = {kind.identity(d): d for d in mine}
-        placed: set[int] = set()
-
-        def place(document: Document, trail: tuple[int, ...] = ()) -> None:
-            if document.index in placed or document.index in trail:
-                return  # placed already, or a cycle (the service refuses it when it comes)
-            parent = kind.parent(document)
-            if parent is not None and parent in by_identity:
-                place(by_identity[parent], (*trail, document.index))
-            placed.add(document.index)
-            result.append(document)
-
-        for document in sorted(mine, key=lambda d: d.index):
-            place(document)
+        result += _parents_first(kind, [d for d in documents if d.kind == kind.kind])
     return result
+
+
+def _parents_first(kind: DocumentKind, documents: list[Document]) -> list[Document]:
+    by_identity = {kind.identity(d): d for d in documents}
+    placed: list[Document] = []
+    done: set[int] = set()
+    for document in sorted(documents, key=lambda d: d.index):
+        chain: list[Document] = []
+        current: Document | None = document
+        while current is not None and current.index not in done:
+            done.add(current.index)  # a cycle stops here; the service refuses it when it comes
+            chain.append(current)
+            parent = kind.parent(current)
+            current = by_identity.get(parent) if parent is not None else None
+        placed += reversed(chain)
+    return placed
 
 
 # ---------------------------------------------------------------------------- apply, delete, export

@@ -11,7 +11,7 @@ from pathlib import Path
 import grimp
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("kube", "core", "fleet", "nodeconfig", "quotas", "federation", "scheduling", "console", "config")
+PACKAGES = ("kube", "core", "fleet", "nodeconfig", "quotas", "federation", "scheduling", "console", "config", "meridian_cli")
 
 
 def test_import_linter_contracts_are_kept():
