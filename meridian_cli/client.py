@@ -93,7 +93,7 @@ class Client:
     def items(self, path: str, params: Mapping[str, Any] | None = None, *, limit: int | None = None) -> Iterator[dict]:
         """Every item of a list, following ``next`` (page numbers or a cursor alike)."""
         url: str | None = path
-        query: Mapping[str, Any] | None = {"page_size": 500, **(params or {})}
+        query: Mapping[str, Any] | None = {"page_size": min(limit or 500, 500), **(params or {})}
         seen = 0
         while url:
             body = _json(self.request("GET", url, params=query))

@@ -123,6 +123,36 @@ class Events:
             self.connection = None
 
 
+class _Bar:
+    """A Rich progress bar on a terminal; elsewhere (CI logs, pipes) a plain line per change."""
+
+    def __init__(self, title: str, *, quiet: bool) -> None:
+        self.title, self.quiet, self.last = title, quiet, None
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[text]}"), TimeElapsedColumn(), console=err, transient=False) \
+            if err.is_terminal and not quiet else None
+        self.task: Any = None
+
+    def __enter__(self) -> _Bar:
+        if self.progress is not None:
+            self.progress.start()
+            self.task = self.progress.add_task(self.title, total=1, completed=0, text="")
+        return self
+
+    def update(self, state: State) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, total=max(state.total, 1), completed=state.done, text=state.text)
+            return
+        shown = (state.done, state.total, state.text)
+        if not self.quiet and shown != self.last:
+            err.print(f"{self.title}: {state.done}/{state.total} {state.text}", markup=False, highlight=False, soft_wrap=True)
+            self.last = shown
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
 def wait_until(client: Client, *, title: str, topics: Sequence[str], read: Callable[[], State],
                from_event: Callable[[Mapping[str, Any]], State | None] | None = None, timeout: float,
                verify: bool | str = True, quiet: bool = False) -> State:
@@ -132,12 +162,10 @@ def wait_until(client: Client, *, title: str, topics: Sequence[str], read: Calla
     live = events.open() if topics else False
     deadline = time.monotonic() + timeout
     state = read()
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[text]}"), TimeElapsedColumn(), console=err, disable=quiet,
-                        transient=False)
+    show = _Bar(title, quiet=quiet)
     try:
-        with progress:
-            task = progress.add_task(title, total=max(state.total, 1), completed=state.done, text=state.text)
+        with show:
+            show.update(state)
             last_read = time.monotonic()
             while not state.finished and not state.failure:
                 remaining = deadline - time.monotonic()
@@ -149,7 +177,7 @@ def wait_until(client: Client, *, title: str, topics: Sequence[str], read: Calla
                 due = time.monotonic() - last_read >= POLL_SECONDS or (message is not None and from_event is None)
                 if due or state.finished or state.failure:  # the end is confirmed by a read, not an event
                     state, last_read = read(), time.monotonic()
-                progress.update(task, total=max(state.total, 1), completed=state.done, text=state.text)
+                show.update(state)
     finally:
         events.close()
     if state.failure:

@@ -116,7 +116,7 @@ def _field(key: str, value: Any) -> None:
         out.print(_indent(to_yaml(value).rstrip()), markup=False)
     else:
         shown = "<none>" if value in (None, "", [], {}) else (str(value).lower() if isinstance(value, bool) else value)
-        out.print(f"{label:<24}{shown}", markup=False)
+        out.print(f"{label:<26} {shown}", markup=False)
 
 
 def _indent(text: str) -> str:

@@ -176,6 +176,12 @@ def _ratio(done: str, total: str) -> Callable[[Mapping[str, Any]], str]:
     return lambda item: f"{dig(item, done) or 0}/{dig(item, total) or 0}"
 
 
+def _replicas(item: Mapping[str, Any]) -> str:
+    """Ready / desired replicas; nothing for an object without replicas (a ConfigMap)."""
+    desired = dig(item, "status.desiredReplicas")
+    return "" if desired is None else f"{dig(item, 'status.readyReplicas') or 0}/{desired}"
+
+
 def _used_hard(key: str) -> Callable[[Mapping[str, Any]], str]:
     def show(item: Mapping[str, Any]) -> str:
         hard = (item.get("hard") or {}).get(key)
@@ -243,7 +249,7 @@ RESOURCES: tuple[Resource, ...] = (
              document_kind="FederatedObject", help="federated objects (KubeAdmiral)",
              columns=(Column("NAMESPACE", "namespace"), Column("KIND", "kind"), Column("NAME", "name"),
                       Column("REVISION", "revision"), Column("PHASE", "phase"),
-                      Column("READY", _ratio("status.readyReplicas", "status.desiredReplicas")),
+                      Column("READY", _replicas),
                       Column("PLACEMENT", "placement", wide=True), Column("POLICY", "policies.propagation", wide=True))),
     Resource("propagationpolicies", "propagationpolicy", ("propagationpolicy", "pp"), ("federation/propagation-policies/",),
              finder=_namespaced_finder, reference="[NAMESPACE/]NAME", namespaced=True,

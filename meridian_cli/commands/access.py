@@ -17,8 +17,9 @@ from . import output_option, session
 
 @click.group()
 def context() -> None:
-    """Contexts: named Meridians with their tokens, in ~/.config/meridian/config.yaml
-    ($MERIDIAN_CONFIG elsewhere).
+    """Contexts: named Meridians with their tokens.
+
+    They live in ~/.config/meridian/config.yaml ($MERIDIAN_CONFIG elsewhere), mode 0600.
 
     \b
     Examples:

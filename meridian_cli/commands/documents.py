@@ -65,7 +65,9 @@ def apply(paths: tuple[str, ...], dry_run: bool, reason: str, fmt: str, wait: bo
 @click.command()
 @files_option
 def diff(paths: tuple[str, ...]) -> None:
-    """Show what applying the documents would change, computed by the server (a dry run).
+    """Show what applying the documents would change.
+
+    The server computes it: the apply runs as a dry run and reports each document's changes.
 
     Exit code 0 when nothing would change, 6 when something would, 3 when the server would
     refuse the documents, 4 when one is stale.
@@ -95,7 +97,9 @@ def diff(paths: tuple[str, ...]) -> None:
 @reason_option()
 @click.option("--ignore-not-found", is_flag=True, help="An object that is not there is not an error.")
 def delete(paths: tuple[str, ...], dry_run: bool, reason: str, ignore_not_found: bool) -> None:
-    """Delete what meridian.io/v1 documents name (children before parents, all or nothing).
+    """Delete what meridian.io/v1 documents name.
+
+    All or nothing, children before parents (a quota group's children, a template's bindings).
 
     \b
     Examples:
@@ -150,8 +154,10 @@ def _wait_for(results: list[dict[str, Any]], documents: list[dict[str, Any]], ti
 @click.option("--without-resource-version", is_flag=True,
               help="Leave metadata.resourceVersion out (templates for other installations; no stale check on apply).")
 def export(directory: str | None, kinds: tuple[str, ...], force: bool, without_resource_version: bool) -> None:
-    """Export the whole configuration as meridian.io/v1 documents: one file per object under
-    DIRECTORY, or one YAML stream on stdout.
+    """Export the whole configuration as meridian.io/v1 documents.
+
+    One file per object under DIRECTORY (<kinds>/[<namespace>/][<qualifier>.]<name>.yaml), or one
+    YAML stream on stdout.
 
     Clusters are exported without their credentials (kubeconfigs never leave Meridian). What
     is exported is what `apply` takes: export → an empty Meridian → apply gives the same

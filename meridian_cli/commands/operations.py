@@ -13,7 +13,7 @@ from .. import output
 from ..exitcodes import ExitCode
 from ..files import read_documents
 from ..live import wait_until
-from ..resources import Resource, resource
+from ..resources import NotFoundError, Resource, resource
 from ..waiting import job_state, object_state, target_state, wait_object, wait_target
 from . import dry_run_option, output_option, reason_option, session, wait_options
 
@@ -120,7 +120,7 @@ def rollout_undo(kind: str, ref: str, to_revision: int, reason: str, dry_run: bo
         earlier = [r["number"] for r in client.get(base + "revisions/")
                    if r["number"] < current and r.get("action") not in ("delete", "restore")]
         if not earlier:
-            raise click.UsageError(f"{found.display(item)} has no revision before {current} to go back to.")
+            raise NotFoundError(f"{found.display(item)} has no revision before {current} to go back to.")
         to_revision = max(earlier)
     revision = client.post(base + "rollback/", {"revision": to_revision, "reason": reason}, dry_run=dry_run)
     output.write(f"{found.singular}/{found.display(item)} rolled back to revision {to_revision} "
@@ -163,8 +163,10 @@ def _confirm(expected: str, what: str, yes: bool) -> None:
 
 @click.group()
 def downgrade() -> None:
-    """The emergency co-location downgrade: reclaim off for the fleet, a cluster or a label
-    scope at once, bypassing rollout pacing; restore ends it.
+    """The emergency co-location downgrade, and its restore.
+
+    Reclaim goes off for the fleet, a cluster or a label scope at once, bypassing rollout
+    pacing; restore ends it.
 
     As on the overview page, it asks you to type the scope's name ("fleet", the cluster's
     name, or the label selector); --yes skips that for scripts.

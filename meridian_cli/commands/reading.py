@@ -86,12 +86,15 @@ def get(kind: str, names: tuple[str, ...], fmt: str, selector: str, namespace: s
     rows = resource.list(client, params, limit=limit or None)
     output.items(resource, rows, fmt, header=not no_headers)
     if watch:
-        _watch(resource, params, fmt, rows, watch_timeout)
+        _watch(resource, params, fmt, rows, watch_timeout, limit or None)
 
 
-def _watch(resource: Resource, params: Mapping[str, str], fmt: str, rows: list[dict[str, Any]], timeout: float) -> None:
+def _watch(resource: Resource, params: Mapping[str, str], fmt: str, rows: list[dict[str, Any]], timeout: float,
+           limit: int | None) -> None:
     """Print each object that changes (or appears) from now on: on every event of the kind's
-    topic at once, and on a REST read every few seconds (kinds without a topic are polled)."""
+    topic at once, and on a REST read every few seconds (kinds without a topic are polled).
+    Each read lists what the first did (``--limit`` included: for jobs and the audit log, the
+    newest), so watch a fleet-scale kind through a filter."""
     client = session().client
     seen = {_key(resource, row): _fingerprint(row) for row in rows}
     events = Events(client, [resource.topic], verify=session().verify) if resource.topic else None
@@ -106,7 +109,7 @@ def _watch(resource: Resource, params: Mapping[str, str], fmt: str, rows: list[d
                 continue
             last = time.monotonic()
             changed = []
-            for row in resource.list(client, params):
+            for row in resource.list(client, params, limit=limit):
                 key, print_ = _key(resource, row), _fingerprint(row)
                 if seen.get(key) != print_:
                     seen[key] = print_
@@ -130,7 +133,6 @@ def _fingerprint(row: Mapping[str, Any]) -> str:
 
 # ---------------------------------------------------------------------------- describe
 
-#: Extra sections per kind: (title, path under the object's detail URL, or a function).
 def _sections(resource: Resource, item: Mapping[str, Any]) -> dict[str, Any]:
     client = session().client
     detail = resource.detail_path(item)
@@ -155,8 +157,10 @@ def _sections(resource: Resource, item: Mapping[str, Any]) -> dict[str, Any]:
 @click.option("--cluster", default="", help="The object's cluster (nodes).")
 @click.option("--type", "config_type", default="", help="The target's config type.")
 def describe(kind: str, name: str, namespace: str, cluster: str, config_type: str) -> None:
-    """Show one object in detail, with what goes with it (a target's progress and revisions, a
-    federated object's placement and scheduling explanation, a group's revisions).
+    """Show one object in detail.
+
+    What goes with it is shown too: a target's progress and revisions, a federated object's
+    placement and scheduling explanation, a group's or a template's revisions.
 
     \b
     Examples:

@@ -63,44 +63,58 @@ def _admin_sql(server: Mapping[str, str], *statements: str) -> None:
 
 
 class Databases:
-    """Databases for the Meridians of this session: a migrated template, and copies of it."""
+    """Databases for the Meridians of this session: a migrated template, and copies of it.
+
+    On SQLite a Meridian runs in the embedded mode (no ``DATABASE_URL``: its ``var`` directory's
+    file, with the WAL and IMMEDIATE transactions the settings give it); on PostgreSQL each copy
+    is a database beside the suite's, made from the template with ``CREATE DATABASE … TEMPLATE``.
+    """
 
     def __init__(self, workdir: Path) -> None:
         self.workdir, self.server = workdir, _postgres()
+        self.template_dir = workdir / "template"
+        self.template_dir.mkdir()
         self.made: list[str] = []
-        self.template = self._url("template")
+
+    def _name(self, suffix: str) -> str:
+        return f"{self.server['name']}_cli_{suffix}" if self.server else suffix
 
     def _url(self, name: str) -> str:
-        if self.server is None:
-            return f"sqlite:///{self.workdir / f'{name}.sqlite3'}"
-        return f"postgres://{self.server['user']}@{self.server['host']}:{self.server['port']}/{self._db(name)}"
-
-    def _db(self, name: str) -> str:
-        return f"{self.server['name']}_cli_{name}" if self.server else name
+        server = self.server or {}
+        return f"postgres://{server['user']}@{server['host']}:{server['port']}/{name}"
 
     def migrate_template(self, env: Mapping[str, str]) -> None:
+        run_env = {**env, "MERIDIAN_VAR_DIR": str(self.template_dir), "MERIDIAN_ADMIN_USERNAME": ADMIN,
+                   "MERIDIAN_ADMIN_PASSWORD": PASSWORD}
+        run_env.pop("DATABASE_URL", None)
         if self.server is not None:
-            _admin_sql(self.server, f'DROP DATABASE IF EXISTS "{self._db("template")}"', f'CREATE DATABASE "{self._db("template")}"')
-            self.made.append(self._db("template"))
-        run_env = {**env, "DATABASE_URL": self.template, "MERIDIAN_ADMIN_USERNAME": ADMIN, "MERIDIAN_ADMIN_PASSWORD": PASSWORD}
+            name = self._name("template")
+            _admin_sql(self.server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
+            self.made.append(name)
+            run_env["DATABASE_URL"] = self._url(name)
         for command in (("migrate", "--noinput", "-v0"), ("bootstrap_admin",)):
             subprocess.run([sys.executable, "manage.py", *command], cwd=ROOT, env=run_env, check=True, capture_output=True,
                            timeout=300)
 
-    def copy(self) -> str:
-        """A new database holding what the template holds."""
-        name = f"m{next(_names)}"
+    def copy(self, var_dir: Path) -> str | None:
+        """What the template holds, for a Meridian whose ``var`` directory is ``var_dir``: its
+        ``DATABASE_URL`` (None on SQLite: the file is in ``var_dir``)."""
+        shutil.copyfile(self.template_dir / "secret_key", var_dir / "secret_key")
         if self.server is None:
-            shutil.copyfile(self.workdir / "template.sqlite3", self.workdir / f"{name}.sqlite3")
-        else:
-            _admin_sql(self.server, f'DROP DATABASE IF EXISTS "{self._db(name)}"',
-                       f'CREATE DATABASE "{self._db(name)}" TEMPLATE "{self._db("template")}"')
-            self.made.append(self._db(name))
+            for suffix in ("", "-wal", "-shm"):
+                source = self.template_dir / f"meridian.sqlite3{suffix}"
+                if source.exists():
+                    shutil.copyfile(source, var_dir / source.name)
+            return None
+        name = self._name(f"m{next(_names)}")
+        _admin_sql(self.server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)',
+                   f'CREATE DATABASE "{name}" TEMPLATE "{self._name("template")}"')
+        self.made.append(name)
         return self._url(name)
 
-    def drop(self, url: str) -> None:
-        """Drop a copy (on SQLite its file goes with the work directory)."""
-        if self.server is not None:
+    def drop(self, url: str | None) -> None:
+        """Drop a copy (on SQLite its file goes with its ``var`` directory)."""
+        if url is not None:
             self._drop(url.rsplit("/", 1)[1])
 
     def _drop(self, name: str) -> None:
@@ -128,7 +142,8 @@ def cli_databases() -> Iterator[Databases]:
 def _base_env(var_dir: Path) -> dict[str, str]:
     """What every Meridian process of these tests runs with: small pools (PostgreSQL's
     connections are shared with other engineers), one worker process, a fast-ticking simulator."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DJANGO_ALLOW"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTEST", "DJANGO_ALLOW")) and k not in ("DATABASE_URL", "REDIS_URL")}
     return env | {"MERIDIAN_VAR_DIR": str(var_dir), "MERIDIAN_DB_POOL_MIN": "1", "MERIDIAN_DB_POOL_MAX": "3",
                   "LOG_FORMAT": "plain", "LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"}
 
@@ -138,7 +153,7 @@ class Stack:
     """One running Meridian and a logged-in command line for it."""
 
     processes: Meridian
-    database: str
+    database: str | None
     home: Path
     env: dict[str, str] = field(default_factory=dict)
 
@@ -173,10 +188,11 @@ class Stack:
 def running_meridian(databases: Databases, *, seed: bool, worker: bool) -> Iterator[Stack]:
     home = Path(tempfile.mkdtemp(prefix="meridian-cli-"))
     redis = PrivateRedis().start()
-    database = databases.copy()
-    processes = Meridian(database_url=database, redis_url=redis.url, var_dir=home)
-    processes.env.update(_base_env(home) | {"DATABASE_URL": database, "REDIS_URL": redis.url,
-                                            "MERIDIAN_WORKER_CONCURRENCY": "1"})
+    database = databases.copy(home)
+    processes = Meridian(database_url=database or "", redis_url=redis.url, var_dir=home)
+    processes.env.pop("DATABASE_URL")
+    processes.env.update(_base_env(home) | {"REDIS_URL": redis.url, "MERIDIAN_WORKER_CONCURRENCY": "1"}
+                         | ({"DATABASE_URL": database} if database else {}))
     try:
         if seed:
             subprocess.run([sys.executable, "manage.py", "shell", "-c", SEED], cwd=ROOT, env=processes.env, check=True,
