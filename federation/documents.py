@@ -62,11 +62,10 @@ def _render_object(fed: FederatedObject) -> Rendered:
 def _template(document: Document) -> dict[str, Any]:
     """The template with the document's name and namespace filled in; they must agree."""
     template = document.spec.get("template")
-    if not isinstance(template, dict):
+    if not isinstance(template, dict) or not isinstance(template.get("metadata", {}), dict):
         raise Refused("invalid", "The native object to federate (apiVersion, kind, metadata, spec).", field="template")
     template = clean_template(template)
-    meta = template["metadata"] if isinstance(template["metadata"], dict) else {}
-    template["metadata"] = meta
+    meta = template["metadata"]
     meta.setdefault("name", document.name)
     if document.namespace:
         meta.setdefault("namespace", document.namespace)
@@ -83,6 +82,10 @@ def _template(document: Document) -> dict[str, Any]:
 
 def _normalize_object(document: Document, live: FederatedObject | None) -> dict[str, Any]:
     only_fields(document, OBJECT_FIELDS, required=("template",))
+    refs = {name: document.spec.get(name) for name in ("propagation_policy", "override_policy")}
+    wrong = {name: "A policy's name, or namespace/name." for name, ref in refs.items() if ref is not None and not isinstance(ref, str)}
+    if wrong:
+        raise Refused.from_errors(wrong)
     template = _template(document)
     propagation, override = services.resolve_policies(template, document.spec.get("propagation_policy") or None,
                                                       document.spec.get("override_policy") or None)
@@ -101,6 +104,8 @@ def _save_object(document: Document, spec: dict[str, Any], live: FederatedObject
 def _find_object(document: Document) -> FederatedObject | None:
     template = document.spec.get("template")
     kind = template.get("kind") if isinstance(template, dict) else None
+    if not isinstance(kind, str):
+        return None  # normalize refuses it, naming spec.template
     return (FederatedObject.objects.select_related("propagation_policy", "override_policy")
             .filter(namespace=document.namespace, kind=kind, name=document.name).first())
 

@@ -71,7 +71,7 @@ CONFIG_TYPE = DocumentKind(
 def _target_spec(config_type: str, spec: services.TargetSpec) -> dict[str, Any]:
     return {"type": config_type, "cluster": spec.cluster or None, "node_label_selector": spec.node_label_selector,
             "priority": spec.priority, "node_names": list(spec.node_names), "last_duration": spec.last_duration,
-            "config": dict(spec.config or {}), "wave_size": spec.wave_size,
+            "config": spec.config if spec.config is not None else {}, "wave_size": spec.wave_size,
             "wave_interval_seconds": spec.wave_interval_seconds,
             "failure_threshold_percent": spec.failure_threshold_percent}
 
@@ -95,7 +95,10 @@ def _save_target(document: Document, spec: dict[str, Any], live: ConfigTarget | 
 
 
 def _find_target(document: Document) -> ConfigTarget | None:
-    return (ConfigTarget.objects.filter(config_type__name=document.spec.get("type"), name=document.name, deleted=False)
+    config_type = document.spec.get("type")
+    if not isinstance(config_type, str):
+        return None  # normalize refuses it, naming spec.type
+    return (ConfigTarget.objects.filter(config_type__name=config_type, name=document.name, deleted=False)
             .select_related("config_type", "cluster").first())
 
 

@@ -190,10 +190,12 @@ def test_delete_goes_children_first_and_reports_absent_ones(admin_api, applied):
 def test_permissions_are_asked_per_object(viewer_api, operator_api, admin_user, applied):
     from tests.conftest import token_client
 
-    denied = apply(viewer_api, [doc("QuotaGroup", "ads", {"hard": {"pods": "1"}})])
-    assert denied.status_code == 403 and "documents[0].metadata.name" in denied.json()["errors"]
-    clusters = apply(operator_api, [doc("Cluster", "sim-2", {"connector": "simulated"})])  # admins register clusters
-    assert clusters.status_code == 403
+    denied = apply(viewer_api, [doc("QuotaGroup", "ads", {"hard": {"pods": "1"}})])  # at the door: a viewer changes nothing
+    assert denied.status_code == 403 and set(denied.json()) == {"code", "detail", "errors"}
+    clusters = apply(operator_api, [doc("QuotaGroup", "ads", {"hard": {"pods": "1"}}),
+                                    doc("Cluster", "sim-2", {"connector": "simulated"})])  # admins register clusters
+    assert clusters.status_code == 403 and list(clusters.json()["errors"]) == ["documents[1].metadata.name"]
+    assert not QuotaGroup.objects.filter(name="ads").exists()
     read_only = token_client(admin_user, write_enabled=False)
     assert apply(read_only, [doc("QuotaGroup", "ads", {"hard": {"pods": "1"}})]).status_code == 403
     assert {d["kind"] for d in exported(viewer_api)} >= {"QuotaGroup", "ConfigTarget"}
@@ -297,3 +299,21 @@ def test_a_token_issues_tokens_no_stronger_than_itself(admin_user):
     longer = writer.post("/api/v1/auth/tokens/", {"name": "longer", "ttl_days": 30}, format="json").json()
     assert APIToken.objects.get(name="longer").expires <= short.expires
     assert longer["expires"] is not None and APIToken.objects.get(name="longer").expires > timezone.now()
+
+
+def test_malformed_specs_are_refused_never_a_server_error(admin_api, applied):
+    """Every spec field of every kind given values of the wrong shape: 400 with the one body
+    (or, for a value the field happens to accept, a normal answer) — never a 500."""
+    junk = [None, 0, -1, "", "x", [], [1], {}, {"a": []}, True]
+    answers = set()
+    for document in configuration():
+        for field in list(document["spec"]) + ["template", "type"]:
+            for value in junk:
+                broken = copy.deepcopy(document)
+                broken["spec"][field] = value
+                response = apply(admin_api, [broken], dry_run=True)
+                assert response.status_code in (200, 400, 403, 404, 409, 412), (document["kind"], field, value, response.content)
+                if response.status_code != 200:
+                    assert set(response.json()) == {"code", "detail", "errors"}
+                answers.add(response.status_code)
+    assert 400 in answers
