@@ -109,8 +109,8 @@ class Client:
     # ------------------------------------------------------------------ websocket
 
     def websocket_url(self) -> str:
-        parts = urlsplit(self.server)
-        return urlunsplit(("wss" if parts.scheme == "https" else "ws", parts.netloc, "/ws/", "", ""))
+        parts = urlsplit(self.server)  # a Meridian served under a path prefix keeps it
+        return urlunsplit(("wss" if parts.scheme == "https" else "ws", parts.netloc, parts.path.rstrip("/") + "/ws/", "", ""))
 
     def origin(self) -> str:
         """What a browser on the server's own pages would send (the websocket checks it)."""

@@ -11,7 +11,7 @@ import click
 
 from .. import output
 from ..live import Events
-from ..resources import Resource
+from ..resources import RESOURCES, Resource
 from . import complete_kinds, kind_argument, output_option, session
 
 
@@ -21,7 +21,7 @@ def _params(resource: Resource, selector: str, namespace: str, cluster: str, con
     params: dict[str, str] = {}
     if selector:
         if not resource.label_selector:
-            supported = ", ".join(r for r in ("clusters", "nodes"))
+            supported = ", ".join(r.name for r in RESOURCES if r.label_selector)
             raise click.UsageError(f"{resource.name} carry no labels the server filters on; -l works for {supported}.")
         params["labelSelector"] = selector
     if namespace:
@@ -42,7 +42,7 @@ def _params(resource: Resource, selector: str, namespace: str, cluster: str, con
 
 
 @click.command()
-@click.argument("kind", metavar="KIND", shell_complete=complete_kinds)
+@click.argument("kind", metavar="KIND[,KIND...]", shell_complete=complete_kinds)
 @click.argument("names", nargs=-1, metavar="[NAME]...")
 @output_option()
 @click.option("-l", "--selector", default="", metavar="SELECTOR", help="Label selector, e.g. env=prod,tier!=cache.")
@@ -56,7 +56,7 @@ def _params(resource: Resource, selector: str, namespace: str, cluster: str, con
 @click.option("--no-headers", is_flag=True, help="Table output without the header line.")
 def get(kind: str, names: tuple[str, ...], fmt: str, selector: str, namespace: str, cluster: str, config_type: str,
         field_selector: tuple[str, ...], watch: bool, watch_timeout: float, limit: int, no_headers: bool) -> None:
-    """Display one or many objects of a kind.
+    """Display one or many objects of a kind (or of several: clusters,targets).
 
     \b
     Kinds (and short names): clusters (cl), nodes (no), configtypes (ct), targets (tg),
@@ -71,9 +71,26 @@ def get(kind: str, names: tuple[str, ...], fmt: str, selector: str, namespace: s
       meridian get targets AdminQoSConfiguration/hybrid-for-disk-hdd -o yaml
       meridian get fo -n shop -o name
       meridian get jobs --field-selector status=running --watch
+      meridian get clusters,targets,quotagroups -o name
     """
-    resource = kind_argument(kind)
     client = session().client
+    if "," in kind:
+        if names or watch:
+            raise click.UsageError("Several kinds list everything of each; leave names and --watch out.")
+        listed = []
+        for one in (kind_argument(k) for k in kind.split(",") if k):
+            rows = one.list(client, _params(one, selector, namespace, cluster, config_type, field_selector), limit=limit or None)
+            listed.append((one, rows))
+        if fmt in ("json", "yaml"):  # one list, as kubectl prints several kinds
+            every = [row for _, rows in listed for row in rows]
+            output.write(output.to_json({"items": every}) if fmt == "json" else output.to_yaml({"items": every}))
+            return
+        for number, (one, rows) in enumerate(listed):
+            if number and fmt != "name":
+                output.write("")
+            output.items(one, rows, fmt, header=not no_headers)
+        return
+    resource = kind_argument(kind)
     options = {"namespace": namespace, "cluster": cluster, "type": config_type}
     if names:
         if watch:
