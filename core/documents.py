@@ -116,7 +116,6 @@ class DocumentKind:
     """
 
     kind: str
-    plural: str
     model: type[Model]
     order: int
     find: Callable[[Document], Model | None]
@@ -126,6 +125,8 @@ class DocumentKind:
     remove: Callable[[Any, str], None]
     listing: Callable[[], QuerySet]
     namespaced: bool = False
+    #: Whether the kind has a description (``metadata.annotations["meridian.io/description"]``).
+    described: bool = True
     identity: Callable[[Document], tuple[Any, ...]] = _default_identity
     parent: Callable[[Document], tuple[Any, ...] | None] = _no_parent
     creator: Callable[[Document], Model | type[Model] | None] | None = None
@@ -245,6 +246,10 @@ def _parse_one(index: int, item: Any) -> tuple[Document | None, dict[str, list[s
     if not isinstance(annotations, Mapping) or not all(isinstance(v, str) for v in annotations.values()):
         errors[f"{where}.metadata.annotations"] = ["Must map strings to strings."]
         annotations = {}
+    kept = {DESCRIPTION} if kind is None or kind.described else set()
+    for key in set(annotations) - kept:  # dropped silently, a reader would think them stored
+        errors[f"{where}.metadata.annotations.{key}"] = [
+            "Meridian keeps no such annotation on this kind" + (f"; only {DESCRIPTION}." if kept else ".")]
     version = metadata.get("resourceVersion") or ""
     if not isinstance(version, str):
         errors[f"{where}.metadata.resourceVersion"] = ["Must be a string (as export writes it)."]

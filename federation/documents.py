@@ -28,7 +28,7 @@ OBJECT_FIELDS = ("template", "propagation_policy", "override_policy")
 
 def _policy_kind(model: type[PropagationPolicy] | type[OverridePolicy], order: int) -> DocumentKind:
     return DocumentKind(
-        kind=model.__name__, plural=f"{model.__name__.lower()}s", model=model, order=order, namespaced=True,
+        kind=model.__name__, model=model, order=order, namespaced=True,
         find=lambda d: model.objects.filter(namespace=d.namespace, name=d.name).first(),
         render=lambda p: Rendered(name=p.name, namespace=p.namespace, description=p.description, spec=dict(p.spec)),
         normalize=lambda d, live: dict(d.spec),
@@ -111,7 +111,7 @@ def _find_object(document: Document) -> FederatedObject | None:
 
 
 FEDERATED_OBJECT = DocumentKind(
-    kind="FederatedObject", plural="federatedobjects", model=FederatedObject, order=60, namespaced=True,
+    kind="FederatedObject", model=FederatedObject, order=60, namespaced=True, described=False,
     identity=lambda d: (d.namespace, str((d.spec.get("template") or {}).get("kind") if isinstance(d.spec.get("template"), dict)
                                           else None), d.name),
     find=_find_object, render=_render_object, normalize=_normalize_object, save=_save_object,

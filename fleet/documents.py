@@ -48,7 +48,7 @@ def _save(document: Document, spec: dict[str, Any], live: Cluster | None, reason
 
 
 CLUSTER = DocumentKind(
-    kind="Cluster", plural="clusters", model=Cluster, order=10,
+    kind="Cluster", model=Cluster, order=10, described=False,
     find=lambda d: Cluster.objects.filter(name=d.name).first(),
     render=_render, normalize=_normalize, save=_save,
     remove=lambda cluster, reason: services.delete_cluster(cluster),

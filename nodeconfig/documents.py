@@ -57,7 +57,7 @@ def _save_type(document: Document, spec: dict[str, Any], live: ConfigType | None
 
 
 CONFIG_TYPE = DocumentKind(
-    kind="ConfigType", plural="configtypes", model=ConfigType, order=20,
+    kind="ConfigType", model=ConfigType, order=20,
     find=lambda d: ConfigType.objects.filter(name=d.name).first(),
     render=lambda t: Rendered(name=t.name, spec=_type_spec(t), description=t.description),
     normalize=_normalize_type, save=_save_type,
@@ -103,7 +103,7 @@ def _find_target(document: Document) -> ConfigTarget | None:
 
 
 CONFIG_TARGET = DocumentKind(
-    kind="ConfigTarget", plural="configtargets", model=ConfigTarget, order=30,
+    kind="ConfigTarget", model=ConfigTarget, order=30, described=False,
     identity=lambda d: (str(d.spec.get("type")), d.name),
     find=_find_target,
     render=lambda t: Rendered(name=t.name, spec=_target_spec(t.config_type.name, services.spec_of(t))),

@@ -49,7 +49,7 @@ def _creator(document: Document) -> QuotaGroup | type[QuotaGroup]:
 
 
 QUOTA_GROUP = DocumentKind(
-    kind="QuotaGroup", plural="quotagroups", model=QuotaGroup, order=40,
+    kind="QuotaGroup", model=QuotaGroup, order=40,
     find=lambda d: QuotaGroup.objects.select_related("parent").filter(name=d.name).first(),
     render=_render, normalize=_normalize, save=_save,
     remove=lambda group, reason: services.delete_group(group, reason=reason),

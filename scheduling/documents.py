@@ -43,7 +43,7 @@ def _save_policy(document: Document, spec: dict[str, Any], live: SchedulingPolic
 
 
 SCHEDULING_POLICY = DocumentKind(
-    kind="SchedulingPolicy", plural="schedulingpolicies", model=SchedulingPolicy, order=70,
+    kind="SchedulingPolicy", model=SchedulingPolicy, order=70,
     find=lambda d: SchedulingPolicy.objects.filter(name=d.name).first(),
     render=lambda p: Rendered(name=p.name, description=p.description,
                               spec={"config": p.config, "is_default": p.is_default}),
@@ -55,7 +55,7 @@ SCHEDULING_POLICY = DocumentKind(
 
 def _template_kind(model: type[NodeSchedulerConfig] | type[PodSchedulerConfig], order: int) -> DocumentKind:
     return DocumentKind(
-        kind=model.KIND, plural=f"{model.KIND.lower()}s", model=model, order=order,
+        kind=model.KIND, model=model, order=order,
         find=lambda d: model.objects.filter(name=d.name).first(),
         render=lambda row: Rendered(name=row.name, description=row.description, spec=dict(row.spec)),
         normalize=lambda d, live: dict(services.checked_template(model.KIND, d.name, d.spec).spec),
@@ -68,7 +68,7 @@ def _template_kind(model: type[NodeSchedulerConfig] | type[PodSchedulerConfig], 
 
 
 SCHEDULER_CONFIG_BINDING = DocumentKind(
-    kind="SchedulerConfigBinding", plural="schedulerconfigbindings", model=SchedulerConfigBinding, order=90,
+    kind="SchedulerConfigBinding", model=SchedulerConfigBinding, order=90,
     namespaced=True,
     find=lambda d: SchedulerConfigBinding.objects.filter(name=d.name, namespace=d.namespace).first(),
     render=lambda row: Rendered(name=row.name, namespace=row.namespace, description=row.description, spec=dict(row.spec)),

@@ -170,6 +170,11 @@ def test_a_refused_document_refuses_the_batch_naming_its_field(admin_api, applie
             "documents[0].spec"} <= set(envelope.json()["errors"])
     unknown = apply(admin_api, [doc("QuotaGroup", "ads", {"hard": {"limits.cpu": "4"}, "hrad": {}})]).json()
     assert list(unknown["errors"]) == ["documents[0].spec.hrad"]
+    annotated = apply(admin_api, [doc("ConfigTarget", "x", {"type": "AdminQoSConfiguration"}, description="no such field"),
+                                  {**doc("QuotaGroup", "ads", {"hard": {"pods": "1"}}),
+                                   "metadata": {"name": "ads", "annotations": {"team": "ads"}}}])
+    assert set(annotated.json()["errors"]) == {"documents[0].metadata.annotations.meridian.io/description",
+                                               "documents[1].metadata.annotations.team"}
     twice = apply(admin_api, [doc("QuotaGroup", "ads", {"hard": {"pods": "1"}})] * 2)
     assert twice.status_code == 400 and "documents[1].metadata.name" in twice.json()["errors"]
 
