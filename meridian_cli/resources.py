@@ -135,6 +135,13 @@ def _split(reference: str, parts: int) -> list[str]:
     return [""] * (parts - len(pieces)) + pieces
 
 
+def _workload_finder(reference: str, options: Mapping[str, str]):
+    cluster, namespace, name = _split(reference, 3)
+    cluster, namespace = cluster or options.get("cluster", ""), namespace or options.get("namespace", "")
+    params = {"name": name} | ({"cluster": cluster} if cluster else {}) | ({"namespace": namespace} if namespace else {})
+    return params, lambda row: row["name"] == name
+
+
 def _target_finder(reference: str, options: Mapping[str, str]):
     config_type, name = _split(reference, 2)
     config_type = config_type or options.get("type", "")
@@ -211,6 +218,20 @@ RESOURCES: tuple[Resource, ...] = (
                       Column("CPU-MILLI", _ratio("cpu_requested_milli", "cpu_allocatable_milli")),
                       Column("PODS", _ratio("pod_count", "pods_allocatable")),
                       Column("UNSCHEDULABLE", "unschedulable", wide=True), Column("LABELS", "labels", wide=True))),
+    Resource("workloads", "workload", ("workload", "wl"), ("fleet/workloads/",), finder=_workload_finder,
+             reference="[CLUSTER/][NAMESPACE/]NAME", label_selector=True, namespaced=True, cluster_filter=True,
+             display=lambda r: f"{r['cluster']}/{r['namespace']}/{r['kind']}/{r['name']}", help="workloads of every cluster",
+             columns=(Column("CLUSTER", "cluster"), Column("NAMESPACE", "namespace"), Column("KIND", "kind"),
+                      Column("NAME", "name"), Column("READY", _ratio("ready_replicas", "replicas")),
+                      Column("STATUS", "status"), Column("CPU-MILLI", "cpu_request_milli", wide=True),
+                      Column("LABELS", "labels", wide=True))),
+    Resource("pods", "pod", ("pod", "po"), ("fleet/pods/",), finder=_workload_finder, reference="[CLUSTER/][NAMESPACE/]NAME",
+             label_selector=True, namespaced=True, cluster_filter=True,
+             display=lambda r: f"{r['cluster']}/{r['namespace']}/{r['name']}", help="pods of every cluster",
+             list_params={"active": "true"},
+             columns=(Column("CLUSTER", "cluster"), Column("NAMESPACE", "namespace"), Column("NAME", "name"),
+                      Column("NODE", "node_name"), Column("PHASE", "phase"), Column("OWNER", "owner_name", wide=True),
+                      Column("CPU-MILLI", "cpu_request_milli", wide=True), Column("LABELS", "labels", wide=True))),
     Resource("configtypes", "configtype", ("configtype", "ct"), ("nodeconfig/types/",), by_name=True,
              display=lambda r: r["name"], document_kind="ConfigType", help="node config types (KCC)",
              columns=(Column("NAME", "name"), Column("GVR", "gvr"), Column("DEFAULT-HASH", "default_hash"),

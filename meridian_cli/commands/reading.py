@@ -59,7 +59,8 @@ def get(kind: str, names: tuple[str, ...], fmt: str, selector: str, namespace: s
     """Display one or many objects of a kind (or of several: clusters,targets).
 
     \b
-    Kinds (and short names): clusters (cl), nodes (no), configtypes (ct), targets (tg),
+    Kinds (and short names): clusters (cl), nodes (no), workloads (wl), pods (po),
+    configtypes (ct), targets (tg),
     nodeconfigs (nc), downgrades (dg), quotagroups (qg), quotaworkloads (qw),
     federatedobjects (fo), propagationpolicies (pp), overridepolicies (op),
     schedulingpolicies (sp), templates (tpl), nodeschedulerconfigs (nsc),

@@ -45,11 +45,11 @@ spec:
   containers: [{name: c, image: x, resources: {requests: {cpu: 500m, memory: 256Mi}}}]
 """
 #: Every kind `get` knows, and one it must find in the demo.
-KINDS = ["clusters", "nodes", "configtypes", "targets", "nodeconfigs", "downgrades", "quotagroups", "quotaworkloads",
+KINDS = ["clusters", "nodes", "workloads", "pods", "configtypes", "targets", "nodeconfigs", "downgrades", "quotagroups", "quotaworkloads",
          "federatedobjects", "propagationpolicies", "overridepolicies", "schedulingpolicies", "templates",
          "nodeschedulerconfigs", "podschedulerconfigs", "bindings", "cpuallocations", "jobs", "audit", "tokens"]
 EMPTY_IN_THE_DEMO = {"downgrades", "bindings", "templates", "nodeschedulerconfigs", "podschedulerconfigs"}
-LIVE = {"nodes", "nodeconfigs", "clusters", "quotaworkloads", "cpuallocations", "jobs", "audit", "tokens", "federatedobjects",
+LIVE = {"nodes", "workloads", "pods", "nodeconfigs", "clusters", "quotaworkloads", "cpuallocations", "jobs", "audit", "tokens", "federatedobjects",
         "quotagroups", "targets"}
 
 
@@ -149,6 +149,8 @@ def test_get_by_name_label_selectors_and_describe(m):
     a4 = items(m.cli("get", "nodes", "-l", "machineModel=A4", "-o", "json"))
     assert a4 and all(n["labels"]["machineModel"] == "A4" for n in a4)
     assert {n["cluster"] for n in items(m.cli("get", "nodes", "--cluster", "bj-1", "-o", "json"))} == {"bj-1"}
+    storefront = items(m.cli("get", "pods", "-l", "app=storefront", "-n", "shop", "--limit", "20", "-o", "json"))
+    assert storefront and all(p["labels"]["app"] == "storefront" and p["namespace"] == "shop" for p in storefront)
     assert "-l works for" in m.cli("get", "targets", "-l", "a=b", check=2).stderr
     bad = m.cli("get", "nodes", "-l", "a in (", check=3)
     assert "labelSelector" in bad.stderr  # the one error body's field
