@@ -21,7 +21,9 @@ audit entries and jobs are exactly what the pages and the REST API make.
 - **apply** (``apply_documents``): all documents or none (one transaction), in dependency
   order (``DocumentKind.order``; within a kind, a parent before its children). A document
   whose normalized spec equals the object's is *unchanged*: no service is called, so no
-  revision, no audit entry, no job. ``?dry_run=true`` (``core.api.viewsets.DryRunMixin``)
+  revision, no audit entry, no job — and only ``view`` is asked of the caller, so an operator
+  applies a whole repository whose clusters and config types (admins' to change) it left as
+  they are; a created or changed object needs ``add`` / ``change`` on it. ``?dry_run=true`` (``core.api.viewsets.DryRunMixin``)
   rolls the whole apply back: the answer, with each document's field changes, is the
   server-side diff.
 - **resourceVersion** is a digest of the document as rendered here (identity, description,
@@ -302,15 +304,17 @@ def _apply_one(document: Document, user: Any, reason: str) -> dict[str, Any]:
     kind = _kinds[document.kind]
     with _about(document, kind):
         live = kind.find(document)
-        if live is None:
-            _allow(user, "add", (kind.creator(document) if kind.creator else None) or kind.model, document)
-        else:
-            _allow(user, "change", live, document)
+        if live is not None:
+            _allow(user, "view", live, document)
         before = render_document(kind, live) if live is not None else None
         _check_version(document, before)
         desired = kind.normalize(document, live)
         if before is not None and before["spec"] == desired and _description(before) == document.description:
-            return _result(document, "unchanged", before, before)
+            return _result(document, "unchanged", before, before)  # nothing is written: viewing it is enough
+        if live is None:
+            _allow(user, "add", (kind.creator(document) if kind.creator else None) or kind.model, document)
+        else:
+            _allow(user, "change", live, document)
         with concurrency.expecting(live, concurrency.etag(live)) if live is not None else contextlib.nullcontext():
             obj = kind.save(document, desired, live, reason)
     after = render_document(kind, obj)

@@ -201,6 +201,12 @@ def test_permissions_are_asked_per_object(viewer_api, operator_api, admin_user, 
                                     doc("Cluster", "sim-2", {"connector": "simulated"})])  # admins register clusters
     assert clusters.status_code == 403 and list(clusters.json()["errors"]) == ["documents[1].metadata.name"]
     assert not QuotaGroup.objects.filter(name="ads").exists()
+    everything = exported(operator_api)  # clusters and config types included, which operators may not change
+    assert {"Cluster", "ConfigType"} <= {d["kind"] for d in everything}
+    assert {r["action"] for r in apply(operator_api, everything).json()["results"]} == {"unchanged"}
+    cluster = next(d for d in everything if d["kind"] == "Cluster")
+    cluster["spec"]["labels"]["env"] = "prod"
+    assert apply(operator_api, [cluster]).status_code == 403
     read_only = token_client(admin_user, write_enabled=False)
     assert apply(read_only, [doc("QuotaGroup", "ads", {"hard": {"pods": "1"}})]).status_code == 403
     assert {d["kind"] for d in exported(viewer_api)} >= {"QuotaGroup", "ConfigTarget"}
