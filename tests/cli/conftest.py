@@ -32,6 +32,13 @@ from django.conf import settings
 from tests.faults.processes import ROOT, Meridian, PrivateRedis, wait_until
 
 ADMIN, PASSWORD = "cli-admin", "cli-admin-password-42"
+
+
+def pytest_collection_modifyitems(items):
+    """Marked ``cli``: the command line speaks HTTP only, so CI runs it once (on PostgreSQL)."""
+    for item in items:
+        if "tests/cli/" in str(item.fspath):
+            item.add_marker(pytest.mark.cli)
 MERIDIAN_CLI = Path(sys.executable).parent / "meridian"
 SEED = """
 from django.core.management import call_command
