@@ -21,6 +21,17 @@ server; it behaves like one where Meridian's flows depend on it:
   manager owns the leaf fields it applied (lists are atomic), a field owned by another manager
   with a different value is a 409 conflict unless ``force=true``, and a field the manager no
   longer applies is removed;
+- **binding**: ``POST …/pods/<name>/binding`` as the registry's ``BindingREST`` answers it:
+  201 with a Success Status, the pod's ``spec.nodeName`` set, the Binding's annotations copied
+  and the ``PodScheduled`` condition made True; 409 Conflict when the pod is already assigned
+  ("pod <name> is already assigned to node \"<node>\""), is being deleted, has scheduling
+  gates or its UID is not the Binding's; 404 for a missing pod; 400 when the names differ;
+- **Events** (``events.k8s.io/v1`` as kube-scheduler's EventRecorder writes them, and
+  ``v1``): created, patched (a series' count), listed;
+- **metrics.k8s.io**: ``NodeMetrics`` read only (get and list; set by the test with
+  ``node_metrics``), as metrics-server serves them: a watch or a write is 405;
+- **verbs**: a verb a resource does not serve (a watch of metrics, a PUT of a binding) is 405
+  MethodNotAllowed, and a subresource it does not have is 404;
 - **faults on demand**: ``fail(status, times, match)`` (429 with ``Retry-After``, 5xx),
   ``slow(seconds, match)``;
 - every request is recorded (``requests``), so tests can count the load Meridian puts on it.
@@ -57,6 +68,9 @@ class ResourceType:
     kind: str
     namespaced: bool
     status_subresource: bool = True
+    verbs: tuple[str, ...] = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+    #: Subresources besides status, each with its verbs (``pods/binding``: create).
+    extra_subresources: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
     @property
     def group_version(self) -> str:
@@ -70,9 +84,12 @@ class ResourceType:
 KATALYST = "config.katalyst.kubewharf.io"
 RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "nodes", "Node", False),
-    ResourceType("", "v1", "pods", "Pod", True),
+    ResourceType("", "v1", "pods", "Pod", True, extra_subresources=(("binding", "Binding", ("create",)),)),
     ResourceType("", "v1", "namespaces", "Namespace", False),
     ResourceType("", "v1", "configmaps", "ConfigMap", True, status_subresource=False),
+    ResourceType("", "v1", "events", "Event", True, status_subresource=False),
+    ResourceType("events.k8s.io", "v1", "events", "Event", True, status_subresource=False),
+    ResourceType("metrics.k8s.io", "v1beta1", "nodes", "NodeMetrics", False, status_subresource=False, verbs=("get", "list")),
     ResourceType("apps", "v1", "deployments", "Deployment", True),
     ResourceType("apps", "v1", "statefulsets", "StatefulSet", True),
     ResourceType("apps", "v1", "replicasets", "ReplicaSet", True),
@@ -134,8 +151,12 @@ class ApiServer:
         self.revision = 1
         self.compacted_at = 0
         self.events: deque[tuple[int, str, str, dict[str, Any]]] = deque(maxlen=history)
+        #: The same events per resource (a watch reads only its own, from the newest back).
+        self.resource_events: dict[str, deque[tuple[int, str, dict[str, Any]]]] = {}
+        self.history = history
         self.requests: list[Request] = []
         self.faults: list[_Fault] = []
+        self.bound: dict[tuple[str, str], list[str]] = {}  # accepted bindings, per pod
 
     # -- test controls -----------------------------------------------------------------------
 
@@ -156,6 +177,7 @@ class ApiServer:
         """Forget the history, as etcd compaction does: older versions answer 410 Gone."""
         with self.lock:
             self.events.clear()
+            self.resource_events.clear()
             self.compacted_at = self.revision
 
     def object(self, resource: str, name: str, namespace: str = "") -> dict[str, Any] | None:
@@ -177,7 +199,24 @@ class ApiServer:
     def delete_object(self, resource: str, name: str, namespace: str = "") -> None:
         with self.lock:
             stored = self.objects.pop((resource, namespace, name))
-            self._event(resource, "DELETED", stored.obj)
+            self._deleted(resource, stored.obj)
+
+    def node_metrics(self, name: str, usage: dict[str, str], *, timestamp: str | None = None, window: str = "20s") -> None:
+        """What metrics-server reports for node ``name`` (no watch events: the API has none)."""
+        rtype = self.types["metrics.k8s.io/v1beta1/nodes"]
+        with self.lock:
+            node = self.objects.get(("v1/nodes", "", name))
+            labels = dict((node.obj["metadata"].get("labels") or {}) if node else {})
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            self.objects[(rtype.key, "", name)] = _Stored({
+                "kind": rtype.kind, "apiVersion": rtype.group_version,
+                "metadata": {"name": name, "creationTimestamp": now, "labels": labels},
+                "timestamp": timestamp or now, "window": window, "usage": dict(usage)})
+
+    def bindings(self) -> dict[tuple[str, str], list[str]]:
+        """(namespace, pod) -> the node of every binding the server accepted, in order."""
+        with self.lock:
+            return {key: list(nodes) for key, nodes in self.bound.items()}
 
     def count(self, method: str = "", path: str = "", **query: str) -> int:
         with self.lock:
@@ -251,6 +290,9 @@ class ApiServer:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             return 200, {"kind": "APIGroup", "apiVersion": "v1", **group}
         rtype, namespace, name, sub = self._address(parts)
+        _allow(rtype, sub, _VERBS.get((method, bool(name)), ""))
+        if sub == "binding":
+            return 201, self._bind(namespace, name, _decode(body, "application/json"), query)
         if method == "GET":
             return (200, self._get(rtype, namespace, name)) if name else (200, self._list(rtype, namespace, query))
         if method == "POST" and not name:
@@ -279,12 +321,14 @@ class ApiServer:
         resources = []
         for rtype in self.types.values():
             if rtype.group == group and rtype.version == version:
-                verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
                 resources.append({"name": rtype.plural, "singularName": rtype.kind.lower(), "namespaced": rtype.namespaced,
-                                  "kind": rtype.kind, "verbs": verbs})
+                                  "kind": rtype.kind, "verbs": list(rtype.verbs)})
                 if rtype.status_subresource:
                     resources.append({"name": f"{rtype.plural}/status", "singularName": "", "namespaced": rtype.namespaced,
                                       "kind": rtype.kind, "verbs": ["get", "patch", "update"]})
+                for sub, kind, verbs in rtype.extra_subresources:
+                    resources.append({"name": f"{rtype.plural}/{sub}", "singularName": "", "namespaced": rtype.namespaced,
+                                      "kind": kind, "verbs": list(verbs)})
         if not resources:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}" if group else version,
@@ -302,7 +346,7 @@ class ApiServer:
         rtype = self.types[f"{group_version}/{rest[0]}"]
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
-        if sub and not (sub == "status" and rtype.status_subresource):
+        if sub and not (sub == "status" and rtype.status_subresource) and sub not in {s for s, _, _ in rtype.extra_subresources}:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         return rtype, namespace, name, sub
 
@@ -368,10 +412,12 @@ class ApiServer:
             meta["namespace"] = namespace or meta.get("namespace") or "default"
         if not meta.get("name"):
             raise ApiError(422, "Invalid", f"{rtype.kind} is invalid: metadata.name: Required value: name or generateName is required")
+        if rtype.key == "events.k8s.io/v1/events":
+            _validate_event(body)
         with self.lock:
             key = self._key(rtype, meta.get("namespace", ""), meta["name"])
             if key in self.objects:
-                raise ApiError(409, "AlreadyExists", f'{rtype.plural}.{rtype.group or "core"} "{meta["name"]}" already exists')
+                raise ApiError(409, "AlreadyExists", f'{_qualified(rtype)} "{meta["name"]}" already exists')
             if rtype.status_subresource:
                 body.pop("status", None)  # status is written through its subresource
             body = self._stamp(rtype, body, None)
@@ -463,16 +509,72 @@ class ApiServer:
             stored = self.objects.pop(key, None)
             if stored is None:
                 raise _not_found(rtype, name)
-            self.revision += 1
-            self._event(rtype.key, "DELETED", stored.obj)
+            self._deleted(rtype.key, stored.obj)
             return {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": {"name": name, "kind": rtype.plural}}
+
+    def _bind(self, namespace: str, name: str, body: Any, query: dict[str, str]) -> dict[str, Any]:
+        """``BindingREST.Create`` + ``assignPod``: the pod gets its node, or the reason it cannot."""
+        binding = _object(body)
+        unknown = sorted(set(binding) - {"apiVersion", "kind", "metadata", "target"})
+        if unknown and query.get("fieldValidation") == "Strict":
+            raise ApiError(400, "BadRequest", f'Binding in version "v1" cannot be handled as a Binding: strict decoding error: '
+                                              f'unknown field "{unknown[0]}"')
+        if binding.get("kind", "Binding") != "Binding" or binding.get("apiVersion", "v1") != "v1":
+            raise ApiError(400, "BadRequest", f"the body of the request is not a v1 Binding: {binding.get('apiVersion')}/"
+                                              f"{binding.get('kind')}")
+        meta = binding.get("metadata") if isinstance(binding.get("metadata"), dict) else {}
+        if meta.get("namespace") and meta["namespace"] != namespace:
+            raise ApiError(400, "BadRequest",
+                           "the namespace of the provided object does not match the namespace sent on the request")
+        if meta.get("name") != name:
+            raise ApiError(400, "BadRequest", "name in URL does not match name in Binding object")
+        target = binding.get("target") if isinstance(binding.get("target"), dict) else {}
+        if target.get("kind") not in (None, "", "Node"):
+            raise ApiError(422, "Invalid", f'Binding "{name}" is invalid: target.kind: Unsupported value: '
+                                           f'"{target.get("kind")}": supported values: "Node", "<empty>"')
+        if not target.get("name"):
+            raise ApiError(422, "Invalid", f'Binding "{name}" is invalid: target.name: Required value')
+        pods = self.types["v1/pods"]
+        with self.lock:
+            key = self._key(pods, namespace, name)
+            current = self.objects.get(key)
+            if current is None:
+                raise _not_found(pods, name)
+            pod = current.obj
+            uid = meta.get("uid")
+            if uid and uid != pod["metadata"]["uid"]:
+                raise _binding_conflict(name, f'Precondition failed: UID in precondition: {uid}, UID in object meta: '
+                                              f'{pod["metadata"]["uid"]}', resource="pods")
+            spec = pod.get("spec") or {}
+            if pod["metadata"].get("deletionTimestamp"):
+                raise _binding_conflict(name, f"pod {name} is being deleted, cannot be assigned to a host")
+            if spec.get("nodeName"):
+                raise _binding_conflict(name, f'pod {name} is already assigned to node "{spec["nodeName"]}"')
+            if spec.get("schedulingGates"):
+                raise _binding_conflict(name, f"pod {name} has non-empty .spec.schedulingGates")
+            bound = copy.deepcopy(pod)
+            bound.setdefault("spec", {})["nodeName"] = target["name"]
+            if meta.get("annotations"):
+                bound["metadata"].setdefault("annotations", {}).update(meta["annotations"])
+            conditions = bound.setdefault("status", {}).setdefault("conditions", [])
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            scheduled = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+            if scheduled is None:
+                conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now})
+            elif scheduled.get("status") != "True":
+                scheduled.update({"status": "True", "lastTransitionTime": now, "reason": None, "message": None})
+                for field_name in ("reason", "message"):
+                    scheduled.pop(field_name)
+            self._store(key, self._stamp(pods, bound, pod), "MODIFIED", current)
+            self.bound.setdefault((namespace, name), []).append(target["name"])
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
     # -- storage -------------------------------------------------------------------------------
 
     def _check_version(self, rtype: ResourceType, name: str, body: dict[str, Any], current: dict[str, Any]) -> None:
         wanted = (body.get("metadata") or {}).get("resourceVersion")
         if wanted and wanted != current["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {rtype.plural}.{rtype.group or "core"} "{name}": '
+            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {_qualified(rtype)} "{name}": '
                                             "the object has been modified; please apply your changes to the latest version and try again")
 
     def _stamp(self, rtype: ResourceType, body: dict[str, Any], current: dict[str, Any] | None) -> dict[str, Any]:
@@ -493,13 +595,37 @@ class ApiServer:
         self._event(key[0], kind, body)
         return stored
 
+    def _deleted(self, resource: str, obj: dict[str, Any]) -> None:
+        """A deletion is a new revision, which the DELETED event's object carries (as etcd's)."""
+        self.revision += 1
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["resourceVersion"] = str(self.revision)
+        self._event(resource, "DELETED", obj)
+
     def _event(self, resource: str, kind: str, obj: dict[str, Any]) -> None:
-        self.events.append((self.revision, resource, kind, copy.deepcopy(obj)))
+        copied = copy.deepcopy(obj)
+        self.events.append((self.revision, resource, kind, copied))
+        own = self.resource_events.get(resource)
+        if own is None:
+            own = self.resource_events[resource] = deque(maxlen=self.history)
+        own.append((self.revision, kind, copied))
+
+    def _since(self, resource: str, since: int, namespace: str) -> list[tuple[int, str, dict[str, Any]]]:
+        """The resource's events after ``since`` (oldest first), read from the newest back."""
+        found = []
+        for rv, kind, obj in reversed(self.resource_events.get(resource, ())):
+            if rv <= since:
+                break
+            if not namespace or obj["metadata"].get("namespace") == namespace:
+                found.append((rv, kind, obj))
+        found.reverse()
+        return found
 
     # -- watch ---------------------------------------------------------------------------------
 
     async def _watch(self, path: str, query: dict[str, str], send: Any) -> None:
-        rtype, namespace, _, _ = self._address(path.strip("/").split("/"))
+        rtype, namespace, _, sub = self._address(path.strip("/").split("/"))
+        _allow(rtype, sub, "watch")
         selector = parse_selector(query.get("labelSelector", ""))
         timeout = float(query.get("timeoutSeconds") or 1800)
         bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
@@ -518,9 +644,7 @@ class ApiServer:
             while time.monotonic() < deadline:
                 with self.lock:
                     current = self.revision
-                    pending = [] if current == scanned else [
-                        (rv, kind, obj) for rv, resource, kind, obj in self.events
-                        if rv > since and resource == rtype.key and (not namespace or obj["metadata"].get("namespace") == namespace)]
+                    pending = [] if current == scanned else self._since(rtype.key, since, namespace)
                     scanned = current
                 for rv, kind, obj in pending:
                     since = rv
@@ -541,8 +665,55 @@ class ApiServer:
 # -- helpers -----------------------------------------------------------------------------------
 
 
+def _qualified(rtype: ResourceType) -> str:
+    """``schema.GroupResource.String()``: the core group's resources are named without a group."""
+    return f"{rtype.plural}.{rtype.group}" if rtype.group else rtype.plural
+
+
 def _not_found(rtype: ResourceType, name: str) -> ApiError:
-    return ApiError(404, "NotFound", f'{rtype.plural}.{rtype.group or "core"} "{name}" not found')
+    return ApiError(404, "NotFound", f'{_qualified(rtype)} "{name}" not found')
+
+
+def _binding_conflict(name: str, why: str, *, resource: str = "pods/binding") -> ApiError:
+    """``errors.NewConflict``: the message upstream's binding storage gives a refused bind."""
+    return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {resource} "{name}": {why}')
+
+
+def _validate_event(event: dict[str, Any]) -> None:
+    """``ValidateEventCreate`` for events.k8s.io/v1: what a recorder must fill in."""
+    errors = []
+    if not event.get("eventTime"):
+        errors.append("eventTime: Required value")
+    if event.get("type") not in ("Normal", "Warning"):
+        errors.append(f'type: Invalid value: "": has invalid value: {event.get("type") or ""}')
+    for field_name, limit in (("reportingController", 253), ("reportingInstance", 128), ("action", 128), ("reason", 128)):
+        value = event.get(field_name)
+        if not value:
+            errors.append(f"{field_name}: Required value")
+        elif len(str(value)) > limit:
+            errors.append(f"{field_name}: Too long: may not be more than {limit} bytes")
+    if len((event.get("note") or "").encode()) > 1024:
+        errors.append("note: Too long: may not be more than 1024 bytes")
+    if not isinstance(event.get("regarding"), dict):
+        errors.append("regarding: Required value")
+    if errors:
+        detail = errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]"
+        raise ApiError(422, "Invalid", f'Event.events.k8s.io "{event["metadata"]["name"]}" is invalid: {detail}')
+
+
+#: (HTTP method, names an object) -> the verb it is, as the API server's request info says.
+_VERBS = {("GET", True): "get", ("GET", False): "list", ("POST", False): "create", ("POST", True): "create",
+          ("PUT", True): "update", ("PATCH", True): "patch", ("DELETE", True): "delete", ("DELETE", False): "deletecollection"}
+
+
+def _allow(rtype: ResourceType, sub: str, verb: str) -> None:
+    """405 for a verb the resource (or its subresource) does not serve, as the API server answers."""
+    if sub == "status" and rtype.status_subresource:
+        verbs: tuple[str, ...] = ("get", "patch", "update")
+    else:
+        verbs = next((v for s, _, v in rtype.extra_subresources if s == sub), ()) if sub else rtype.verbs
+    if verb not in verbs:
+        raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
 
 def _decode(body: bytes, content_type: str) -> Any:

@@ -108,3 +108,82 @@ def test_a_status_needs_its_object(server):
     with pytest.raises(ConnectorError) as err:
         connector.apply_status(cnc)
     assert err.value.status == 404 and api.object("config.katalyst.kubewharf.io/v1alpha1/customnodeconfigs", "n1") is None
+
+
+PENDING = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1", "namespace": "shop"},
+           "spec": {"schedulerName": "meridian", "containers": [{"name": "c", "image": "nginx"}]}}
+
+
+def test_binding_assigns_a_pending_pod_once_as_the_registry_does(server):
+    """``pods/binding``: 201 and the pod assigned (PodScheduled true), then 409 with upstream's
+    words for a second bind, 404 for a missing pod, 409 for another pod of the same name (UID
+    precondition), 400 when the names differ, 405 for another verb."""
+    api, url, connector = server
+    uid = api.put("v1/pods", PENDING)["metadata"]["uid"]
+    version = connector.list("v1", "Pod").resource_version
+    connector.bind("shop", "p1", "n1", uid=uid)
+    pod = api.object("v1/pods", "p1", "shop")
+    assert pod["spec"]["nodeName"] == "n1"
+    assert [(c["type"], c["status"]) for c in pod["status"]["conditions"]] == [("PodScheduled", "True")]
+    assert pod["status"]["conditions"][0]["lastTransitionTime"]
+    events = list(connector.watch("v1", "Pod", resource_version=version, timeout_seconds=1))
+    assert [(e.type, e.object["spec"].get("nodeName")) for e in events if e.type != "BOOKMARK"] == [("MODIFIED", "n1")]
+
+    with pytest.raises(ConnectorError) as err:
+        connector.bind("shop", "p1", "n2", uid=uid)
+    assert err.value.status == 409 and err.value.reason == "conflict"
+    assert 'Operation cannot be fulfilled on pods/binding "p1": pod p1 is already assigned to node "n1"' in str(err.value)
+    with pytest.raises(ConnectorError) as err:
+        connector.bind("shop", "gone", "n1")
+    assert err.value.status == 404 and 'pods "gone" not found' in str(err.value)
+    api.put("v1/pods", {**PENDING, "metadata": {"name": "p2", "namespace": "shop"}})
+    with pytest.raises(ConnectorError) as err:
+        connector.bind("shop", "p2", "n1", uid="another-pod")
+    assert err.value.status == 409 and "Precondition failed: UID in precondition: another-pod" in str(err.value)
+    assert api.bindings() == {("shop", "p1"): ["n1"]}
+
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p3"}, "target": {"kind": "Node", "name": "n1"}}
+    status, body = call(url, "POST", "/api/v1/namespaces/shop/pods/p2/binding", binding)
+    assert status == 400 and body["message"] == "name in URL does not match name in Binding object"
+    path = "/api/v1/namespaces/shop/pods/p2/binding"
+    status, body = call(url, "POST", path, {**binding, "metadata": {"name": "p2"}, "target": {}})
+    assert status == 422 and "target.name: Required value" in body["message"]
+    assert call(url, "PUT", "/api/v1/namespaces/shop/pods/p2/binding", binding)[0] == 405
+    assert call(url, "POST", "/api/v1/namespaces/shop/pods/p2/eviction", binding)[0] == 404, "a subresource it does not serve"
+    status, body = call(url, "POST", f"{path}?fieldValidation=Strict", {**binding, "metadata": {"name": "p2"}, "extra": 1})
+    assert status == 400 and 'unknown field "extra"' in body["message"]
+    assert call(url, "POST", "/api/v1/namespaces/shop/pods/p2/binding", {**binding, "metadata": {"name": "p2"}})[0] == 201
+
+
+def test_events_are_created_as_events_k8s_io_validates_them_and_patched(server):
+    api, url, connector = server
+    event = {"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "p1.17f0", "namespace": "shop"},
+             "eventTime": "2025-01-01T00:00:00.000000Z", "reportingController": "meridian", "reportingInstance": "meridian-host",
+             "action": "Scheduling", "reason": "FailedScheduling", "type": "Warning", "note": "0/3 nodes are available.",
+             "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": "shop", "name": "p1"}}
+    connector.create(event)
+    with pytest.raises(ConnectorError) as err:
+        connector.create(event)
+    assert err.value.status == 409
+    with pytest.raises(ConnectorError) as err:
+        connector.create({**event, "metadata": {"name": "p1.17f1", "namespace": "shop"}, "eventTime": None, "action": ""})
+    assert err.value.status == 422 and "[eventTime: Required value, action: Required value]" in str(err.value)
+    series = {"series": {"count": 2, "lastObservedTime": "2025-01-01T00:00:01.000000Z"}}
+    connector.patch("events.k8s.io/v1", "Event", "p1.17f0", series, namespace="shop")
+    assert api.object("events.k8s.io/v1/events", "p1.17f0", "shop")["series"]["count"] == 2
+
+
+def test_node_metrics_are_served_read_only_as_metrics_server_serves_them(server):
+    api, url, connector = server
+    api.put("v1/nodes", {"metadata": {"name": "n1", "labels": {"pool": "a"}}})
+    api.node_metrics("n1", {"cpu": "1500m", "memory": "2Gi"}, timestamp="2025-01-01T00:00:00Z")
+    assert "metrics.k8s.io/v1beta1/nodes" in connector.server_info().api_resources
+    [item] = connector.list("metrics.k8s.io/v1beta1", "NodeMetrics").items
+    assert item["usage"] == {"cpu": "1500m", "memory": "2Gi"} and item["timestamp"] == "2025-01-01T00:00:00Z"
+    assert connector.list("metrics.k8s.io/v1beta1", "NodeMetrics", label_selector="pool=b").items == []
+    with pytest.raises(ConnectorError) as err:
+        list(connector.watch("metrics.k8s.io/v1beta1", "NodeMetrics", timeout_seconds=1))
+    assert err.value.status == 405
+    assert call(url, "POST", "/apis/metrics.k8s.io/v1beta1/nodes", {"metadata": {"name": "n2"}})[0] == 405
+    status, resources = call(url, "GET", "/apis/metrics.k8s.io/v1beta1", None)
+    assert [(r["name"], r["verbs"]) for r in resources["resources"]] == [("nodes", ["get", "list"])]

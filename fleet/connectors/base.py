@@ -107,6 +107,18 @@ class Connector(abc.ABC):
     def delete(self, api_version: str, kind: str, name: str, *, namespace: str | None = None) -> bool:
         """Delete an object; False when it did not exist."""
 
+    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Create ``obj`` as a POST does (an Event, say): ConnectorError(reason="conflict",
+        status=409) when it exists. Connectors that cannot create raise reason="invalid"."""
+        raise ConnectorError(f"a {self.kind or 'this'} cluster does not take created objects", reason="invalid")
+
+    def bind(self, namespace: str, name: str, node: str, *, uid: str = "") -> None:
+        """Assign a pending pod to ``node`` through its ``binding`` subresource, as
+        kube-scheduler's DefaultBinder does (with the pod's ``uid`` as a precondition when
+        given). The API server refuses with 409 (reason "conflict") a pod already assigned,
+        being deleted or replaced by another of the same name, and 404 a pod that is gone."""
+        raise ConnectorError(f"a {self.kind or 'this'} cluster does not bind pods", reason="invalid")
+
     def close(self) -> None:
         """Release connections."""
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import urllib3
 import yaml
@@ -215,6 +215,22 @@ class KubernetesConnector(Connector):
         _check_patch(patch, patch_type)
         return self._json(lambda: self._client().patch(
             resource, body=patch, name=name, namespace=namespace, content_type=PATCH_CONTENT_TYPES[patch_type], serialize=False))
+
+    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        api_version, kind, name, namespace = _identity(obj)
+        resource = self._resource(api_version, kind)
+        _check_address(resource, name, namespace)
+        return self._json(lambda: self._client().create(resource, body=dict(obj), namespace=namespace, serialize=False))
+
+    def bind(self, namespace: str, name: str, node: str, *, uid: str = "") -> None:
+        """``POST /api/v1/namespaces/<ns>/pods/<name>/binding`` with a v1 Binding (201 on success)."""
+        if not namespace or not name or not node:
+            raise ConnectorError("a binding needs the pod's namespace and name and a node", reason="invalid", status=422)
+        meta = {"name": name, "namespace": namespace} | ({"uid": uid} if uid else {})
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}/binding"
+        self._json(lambda: self._client().request("post", path, body=body, content_type="application/json", serialize=False))
 
     def delete(self, api_version: str, kind: str, name: str, *, namespace: str | None = None) -> bool:
         resource = self._resource(api_version, kind)
