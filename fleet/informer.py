@@ -11,6 +11,13 @@ informers, refreshes them side by side, and relists everything every ``full_resy
 as drift repair; ``informers_for`` keeps them per cluster in the worker process that owns the
 cluster's shard (another worker taking the shard over starts with a list).
 
+Others may follow the objects as they change: a *listener* (``ClusterInformers.listeners``) is
+called with every applied event, ``(api_version, kind, type, object)``, under the informers'
+lock (it must only take note: the scheduling app's pod scheduler queues them), and with type
+``RELISTED`` (no object) after a list replaced a kind's objects. A *companion*
+(``register_companion``) is work that runs beside a cluster's ``Watcher`` in the process holding
+its lease, started and stopped with it: the pod scheduler is one.
+
 Plain objects in, plain objects out: no Django here.
 """
 
@@ -23,7 +30,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .connectors.base import WORKLOAD_KINDS, Connector, ConnectorError
 from .inventory import FactsMemo
@@ -31,6 +38,9 @@ from .inventory import FactsMemo
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, name)
+#: (api_version, kind, event type, object): ADDED, MODIFIED, DELETED, or RELISTED with {}.
+Listener = Callable[[str, str, str, dict[str, Any]], None]
+RELISTED = "RELISTED"
 
 #: The kinds the inventory mirrors through informers, as (apiVersion, kind).
 INFORMED_KINDS: tuple[tuple[str, str], ...] = (("v1", "Node"), ("v1", "Pod"), *WORKLOAD_KINDS)
@@ -50,6 +60,7 @@ class Informer:
     objects: dict[Key, dict[str, Any]] = field(default_factory=dict)
     resource_version: str = ""
     listed_at: float = float("-inf")  # time.monotonic() of the last full list
+    listeners: list[Listener] = field(default_factory=list)  # shared with the cluster's other informers
 
     def refresh(self, connector: Connector, *, watch_seconds: int = 1, relist: bool = False) -> int:
         """Bring the objects up to date; returns how many changed (all of them on a list)."""
@@ -77,11 +88,22 @@ class Informer:
         if kind == "BOOKMARK":
             return 0
         if kind == "DELETED":
-            return 1 if self.objects.pop(_key(obj), None) is not None else 0
+            if self.objects.pop(_key(obj), None) is None:
+                return 0
+            self._tell(kind, obj)
+            return 1
         if self.objects.get(_key(obj)) == obj:
             return 0
         self.objects[_key(obj)] = obj
+        self._tell(kind, obj)
         return 1
+
+    def _tell(self, kind: str, obj: dict[str, Any]) -> None:
+        for listener in self.listeners:
+            try:
+                listener(self.api_version, self.kind, kind, obj)
+            except Exception:  # noqa: BLE001 - a listener's fault must not stop the informer
+                logger.exception("informer listener failed")
 
     def _list(self, connector: Connector, lock: threading.Lock | None = None) -> int:
         """A full list, swapped in at once (under ``lock`` when readers share the objects)."""
@@ -92,6 +114,7 @@ class Informer:
                 1 for key in self.objects if key not in fresh)
             self.objects, self.resource_version = fresh, listed.resource_version
             self.listed_at = time.monotonic()
+            self._tell(RELISTED, {})
         return changed
 
     def follow(self, connector: Connector, *, lock: threading.Lock, changed: Callable[[], None], stop: threading.Event,
@@ -138,6 +161,13 @@ class ClusterInformers:
     watcher: Watcher | None = None
     #: Facts of the cached objects, kept from one build of the inventory snapshot to the next.
     facts: FactsMemo = field(default_factory=FactsMemo)
+    #: Called with every applied event (see the module docstring); shared by every kind's informer.
+    listeners: list[Listener] = field(default_factory=list)
+    #: The last NodeMetrics list (node name -> item), when it was read (monotonic) and how many
+    #: lists so far: syncs and the pod scheduler read the same report (``metrics_due``).
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    metrics_read: float = float("-inf")
+    metrics_serial: int = 0
 
     def watching(self) -> bool:
         """Whether this process's watcher of the cluster is running."""
@@ -145,7 +175,17 @@ class ClusterInformers:
 
     def __post_init__(self) -> None:
         for api_version, kind in INFORMED_KINDS:
-            self.informers.setdefault((api_version, kind), Informer(api_version, kind))
+            self.informers.setdefault((api_version, kind), Informer(api_version, kind, listeners=self.listeners))
+
+    def metrics_due(self, every: float) -> bool:
+        """Whether the NodeMetrics report is older than ``every`` seconds (metrics-server itself
+        refreshes every 15 s by default: reading it at every watched write is wasted work)."""
+        return self.clock() - self.metrics_read >= every
+
+    def record_metrics(self, items: Iterable[dict[str, Any]]) -> None:
+        self.metrics = {str((item.get("metadata") or {}).get("name") or ""): item for item in items}
+        self.metrics_read = self.clock()
+        self.metrics_serial += 1
 
     def refresh(self, connector: Connector, *, watch_seconds: int = 1) -> int:
         """Every kind up to date (a full list of each when the resync is due); the number of
@@ -208,6 +248,8 @@ class Watcher:
     stopping: threading.Event = field(default_factory=threading.Event)
     dirty: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
+    #: Work started with the watcher (``register_companion``), stopped before its lease is released.
+    companions: list[Companion] = field(default_factory=list)
 
     def start(self, name: str) -> None:
         self.informers.watched = True
@@ -218,6 +260,8 @@ class Watcher:
     def stop(self) -> None:
         self.stopping.set()
         self.dirty.set()
+        for companion in self.companions:
+            companion.stop()
 
     def alive(self) -> bool:
         return not self.stopping.is_set() and all(thread.is_alive() for thread in self.threads)
@@ -274,7 +318,53 @@ class Watcher:
         finally:
             self.stopping.set()
             self.informers.watched = False
+            for companion in self.companions:  # they end before the lease goes: no two owners at once
+                companion.stop()
+                companion.join(COMPANION_STOP_SECONDS)
             self.on_stop()
+
+
+class Companion(Protocol):
+    """Work beside a cluster's watcher (see ``register_companion``)."""
+
+    def stop(self) -> None: ...
+
+    def join(self, timeout: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class WatchContext:
+    """What a companion is started with: the cluster, its informers (kept current by the
+    watcher), and whether the process still holds the cluster's lease."""
+
+    cluster_pk: int
+    cluster_name: str
+    informers: ClusterInformers
+    lease_lost: Callable[[], bool]
+
+
+CompanionFactory = Callable[[WatchContext], "Companion | None"]
+#: Seconds a stopping watcher waits for each companion to finish before it releases its lease.
+COMPANION_STOP_SECONDS = 20.0
+_companions: list[CompanionFactory] = []
+
+
+def register_companion(factory: CompanionFactory) -> None:
+    """Start ``factory(context)``'s companion with every watcher in this process (apps register
+    at startup: fleet sits below them in the layers). A factory returning None starts nothing."""
+    if factory not in _companions:
+        _companions.append(factory)
+
+
+def start_companions(watcher: Watcher, context: WatchContext) -> None:
+    for factory in list(_companions):
+        try:
+            companion = factory(context)
+        except Exception:  # noqa: BLE001 - one companion's fault must not stop the watcher
+            logger.exception("could not start a companion of the watcher of %s", context.cluster_name)
+            continue
+        if companion is not None:
+            watcher.companions.append(companion)
 
 
 _registry: dict[int, ClusterInformers] = {}

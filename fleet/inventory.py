@@ -47,6 +47,7 @@ class NodeFacts:
     pod_count: int = 0
     cpu_usage_milli: int | None = None
     memory_usage_bytes: int | None = None
+    usage_time: datetime | None = None
     cpu_topology: list[list[int]] | None = None
     kubelet_version: str = ""
 
@@ -70,7 +71,7 @@ class NodeFacts:
         return data
 
 
-USAGE_FIELDS = ("cpu_usage_milli", "memory_usage_bytes")
+USAGE_FIELDS = ("cpu_usage_milli", "memory_usage_bytes", "usage_time")
 
 
 @dataclass
@@ -263,6 +264,7 @@ def apply_node_metrics(nodes: Mapping[str, NodeFacts], metrics: Iterable[Mapping
         usage = _canonical_resources(item.get("usage"), f"node {node.name} metrics", errors)
         node.cpu_usage_milli = _milli(usage, "cpu") if "cpu" in usage else None
         node.memory_usage_bytes = _whole(usage, "memory") if "memory" in usage else None
+        node.usage_time = parse_time(item.get("timestamp")) if usage else None
 
 
 # --- pods and workloads --------------------------------------------------------------------

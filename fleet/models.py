@@ -109,6 +109,7 @@ class Node(WaterLevelFields):
     cpu_capacity_milli = models.BigIntegerField(default=0)
     cpu_usage_milli = models.BigIntegerField(null=True, blank=True)
     memory_usage_bytes = models.BigIntegerField(null=True, blank=True)
+    usage_time = models.DateTimeField(null=True, blank=True, help_text=_("When the usage was measured (NodeMetrics' timestamp)."))
     cpu_topology = models.JSONField(null=True, blank=True, help_text=_("[[cpu, socket, numa, core], ...]"))
     kubelet_version = models.CharField(max_length=64, blank=True)
     content_hash = models.CharField(max_length=64, blank=True)

@@ -29,6 +29,8 @@ from .signals import nodes_changed, workloads_changed
 
 logger = logging.getLogger(__name__)
 METRICS_RESOURCE = "metrics.k8s.io/v1beta1/nodes"
+#: A watched cluster's NodeMetrics are read again when the last list is this old.
+METRICS_SECONDS = 10.0
 MAX_REPORTED_ERRORS = 50
 
 
@@ -61,13 +63,21 @@ def read_cluster(connector: Connector) -> tuple[Snapshot, str, list[str]]:
 def read_informed(connector: Connector, informers: ClusterInformers) -> tuple[Snapshot, str, list[str]]:
     """The same as ``read_cluster``, from the cluster's informers (``fleet.informer``): after the
     first sync, one watch per kind returning only what changed (none while a ``Watcher`` keeps
-    them current), and the NodeMetrics list."""
+    them current), and the NodeMetrics list when the last one is ``METRICS_SECONDS`` old (a
+    watched cluster's writer runs a moment after every change; metrics-server reports every 15 s).
+    The list is kept on the informers, where the pod scheduler reads it too."""
     info = connector.server_info()
     with informers.lock:
         if not (informers.watched and informers.listed()):
             informers.refresh(connector)
         nodes, pods, workloads = informers.items("v1", "Node"), informers.items("v1", "Pod"), informers.workloads()
-    metrics = connector.list("metrics.k8s.io/v1beta1", "NodeMetrics").items if METRICS_RESOURCE in info.api_resources else []
+    if METRICS_RESOURCE not in info.api_resources:
+        metrics: list[dict] = []
+    elif informers.metrics_due(METRICS_SECONDS):
+        metrics = connector.list("metrics.k8s.io/v1beta1", "NodeMetrics").items
+        informers.record_metrics(metrics)
+    else:
+        metrics = list(informers.metrics.values())
     return build_snapshot(nodes, pods, workloads, metrics, informers.facts), info.kubernetes_version, list(info.api_resources)
 
 

@@ -25,7 +25,7 @@ from core.taskbase import always_idle
 from kube.hashing import object_digest
 
 from .connectors.base import ConnectorError
-from .informer import ClusterInformers, Watcher, informers_for
+from .informer import ClusterInformers, WatchContext, Watcher, informers_for, start_companions
 from .models import Cluster
 from .queries import fleet_summary
 from .services import connector_for
@@ -143,7 +143,8 @@ def _watch(cluster: Cluster, informers: ClusterInformers) -> None:
     in the whole deployment the cluster's watcher; when that process dies the lease lapses
     within 15 s and the next periodic sync, in whichever worker runs it, takes over with a
     list. The watcher writes through ``sync_cluster`` under the cluster's sync lock, as a sync
-    task does: one writer at a time.
+    task does: one writer at a time. Its companions (``fleet.informer.register_companion``:
+    the scheduling app's pod scheduler) start with it and end before the lease is released.
     """
     stack = contextlib.ExitStack()
     try:
@@ -157,6 +158,7 @@ def _watch(cluster: Cluster, informers: ClusterInformers) -> None:
                       watch_seconds=settings.MERIDIAN_CLUSTER_WATCH_SECONDS)
     informers.watcher = watcher
     watcher.start(cluster.name)
+    start_companions(watcher, WatchContext(cluster.pk, cluster.name, informers, lease_lost=lambda: lease.lost))
 
 
 #: Watchers of one process writing at once: each write holds a database connection, and a
