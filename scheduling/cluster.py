@@ -23,8 +23,9 @@ Meridian's usage-report conventions (read by the ``MostAvailable`` plugin):
 * node annotation ``scheduling.meridian.io/usage``: JSON object of resource -> quantity actually in
   use at the last report, e.g. ``{"cpu": "12", "memory": "40Gi"}``;
 * node annotation ``scheduling.meridian.io/usage-time``: RFC 3339 time of that report;
-* pod annotation ``scheduling.meridian.io/placed-at`` (RFC 3339), else ``metadata.creationTimestamp``:
-  when the pod was placed.  A pod placed after the report (or any pod, when the node has no
+* pod annotation ``scheduling.meridian.io/placed-at`` (RFC 3339), else the ``lastTransitionTime`` of
+  its ``PodScheduled`` condition when true (the API server sets it when it binds the pod), else
+  ``metadata.creationTimestamp``: when the pod was placed.  A pod placed after the report (or any pod, when the node has no
   report) is not in the usage yet, so its virtual request still counts against the node; a pod
   with no time at all is taken as covered by the report.  Pods the engine assumes count as placed
   after every report;
@@ -187,6 +188,15 @@ def _parse_time(value: Any) -> datetime | None:
         return None
 
 
+def _scheduled_at(pod: Mapping[str, Any]) -> datetime | None:
+    """When the API server bound the pod: its true ``PodScheduled`` condition's transition time."""
+    conditions = _section(pod, "status").get("conditions")
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            return _parse_time(condition.get("lastTransitionTime"))
+    return None
+
+
 def _fill_missing(container: Mapping[str, Any], defaults: Mapping[str, Quantity]) -> Mapping[str, Any]:
     resources = _section(container, "resources")
     requests = _section(resources, "requests")
@@ -346,7 +356,8 @@ class PodInfo:
     @cached_property
     def placed_at(self) -> datetime | None:
         meta = _section(self.pod, "metadata")
-        return _parse_time(self.annotations.get(PLACED_AT_ANNOTATION)) or _parse_time(meta.get("creationTimestamp"))
+        return (_parse_time(self.annotations.get(PLACED_AT_ANNOTATION)) or _scheduled_at(self.pod)
+                or _parse_time(meta.get("creationTimestamp")))
 
     @cached_property
     def virtual_request(self) -> dict[str, int]:
@@ -378,6 +389,7 @@ class NodeInfo:
         "alloc_mem",
         "alloc_pods",
         "alloc_scalars",
+        "generation",
         "index",
         "labels",
         "name",
@@ -424,6 +436,7 @@ class NodeInfo:
         self.req_scalars: dict[str, int] = {}
         self.nz_cpu = self.nz_mem = 0
         self.pods: list[PodInfo] = []
+        self.generation = 0  # bumped by every add and remove: caches of the node's pods key on it
         self.usage, self.usage_time = self._usage_report(meta)
         self._virtual_since: dict[str, int] | None = None
 
@@ -469,6 +482,32 @@ class NodeInfo:
         self.nz_cpu += nz_cpu
         self.nz_mem += nz_mem
         self.pods.append(pod)
+        self.generation += 1
+        self._virtual_since = None
+
+    def remove(self, pod: PodInfo) -> None:
+        """Undo ``add`` (the pod object ``add`` was given): a pod deleted or gone elsewhere."""
+        self.pods.remove(pod)
+        req = pod.requested
+        self.req_cpu -= req.cpu
+        self.req_mem -= req.mem
+        self.req_eph -= req.eph
+        for name, value in req.scalars.items():
+            left = self.req_scalars.get(name, 0) - value
+            if left:
+                self.req_scalars[name] = left
+            else:
+                self.req_scalars.pop(name, None)
+        nz_cpu, nz_mem = pod.non_zero
+        self.nz_cpu -= nz_cpu
+        self.nz_mem -= nz_mem
+        self.generation += 1
+        self._virtual_since = None
+
+    def report_usage(self, usage: Mapping[str, int] | None, at: datetime | None) -> None:
+        """A new usage report (engine units: cpu in millicores), as the annotations would carry it."""
+        self.usage = dict(usage) if usage is not None else None
+        self.usage_time = at if usage is not None else None
         self._virtual_since = None
 
     @property
@@ -528,6 +567,39 @@ class AffinityIndex:
             counter = table[key] = Counter()
         counter[value] += 1
 
+    @staticmethod
+    def _uncount(table: dict[Any, Counter[str]], key: Any, term: AffinityTerm, node: NodeInfo) -> None:
+        value = node.labels.get(term.topology_key)
+        counter = table.get(key) if value is not None else None
+        if counter is None:
+            return
+        counter[value] -= 1
+        if counter[value] <= 0:
+            del counter[value]
+            if not counter:
+                del table[key]
+
+    def remove(self, pod: PodInfo, node: NodeInfo) -> None:
+        """Undo ``add``: every count the pod added, taken back."""
+        group = self.groups.get(pod.group_key)
+        if group is not None:
+            group.nodes[node.index] -= 1
+            if group.nodes[node.index] <= 0:
+                del group.nodes[node.index]
+                if not group.nodes:
+                    del self.groups[pod.group_key]
+        if not pod.has_pod_affinity:
+            return
+        terms = pod.terms
+        for term in terms.required_anti_affinity:
+            self._uncount(self.required_anti, term, term, node)
+        for term in terms.required_affinity:
+            self._uncount(self.required_affinity, term, term, node)
+        for wt in terms.preferred_affinity:
+            self._uncount(self.preferred, (wt.term, wt.weight), wt.term, node)
+        for wt in terms.preferred_anti_affinity:
+            self._uncount(self.preferred, (wt.term, -wt.weight), wt.term, node)
+
     def add(self, pod: PodInfo, node: NodeInfo) -> None:
         group = self.groups.get(pod.group_key)
         if group is None:
@@ -580,7 +652,7 @@ class NodeColumns:
         return cls(rows)
 
     def update(self, node: NodeInfo) -> None:
-        """Take the node's numbers after a pod was added; past the limit, the columns retire."""
+        """Take the node's numbers after a pod was added or removed; past the limit, the columns retire."""
         row = self.row(node)
         if not self.representable(row):
             raise OverflowError  # ``ClusterState.add_pod`` drops the columns
@@ -588,7 +660,15 @@ class NodeColumns:
 
 
 class ClusterState:
-    """Nodes and the pods placed on them; ``add_pod`` is the engine's "assume"."""
+    """Nodes and the pods placed on them; ``add_pod`` is the engine's "assume", ``remove_pod``
+    takes a pod away again (deleted, or its bind failed).
+
+    ``changes`` lists the positions of the nodes whose pods changed, in order: the engine's
+    per-node caches of node-local verdicts and scores forget those nodes. Several schedulers
+    (one per policy) may share one state, so they see each other's placements and caches stay
+    right whichever of them assumed a pod. A long-lived state drops the list now and then
+    (``trim_changes``); ``change_epoch`` then moves, and every cache built before starts over.
+    """
 
     def __init__(self, nodes: Sequence[Mapping[str, Any]], namespaces: Iterable[Mapping[str, Any]] = ()) -> None:
         self.nodes: list[NodeInfo] = []
@@ -612,6 +692,8 @@ class ClusterState:
         self.total_req: dict[str, int] = {}
         self.cache: dict[Any, Any] = {}  # plugin caches keyed on static node data (labels, taints)
         self.pod_count = 0
+        self.changes: list[int] = []
+        self.change_epoch = 0
         self._columns: NodeColumns | None | bool = False  # False: not built yet; None: not representable
 
     def columns(self) -> NodeColumns | None:
@@ -651,6 +733,29 @@ class ClusterState:
         for name, value in req.scalars.items():
             totals[name] = totals.get(name, 0) + value
         self.pod_count += 1
+        self._columns_follow(node)
+
+    def remove_pod(self, pod: PodInfo, node: NodeInfo) -> None:
+        """Take back what ``add_pod(pod, node)`` added (the same PodInfo), and note the node changed."""
+        node.remove(pod)
+        self.affinity.remove(pod, node)
+        req = pod.requested
+        totals = self.total_req
+        totals["cpu"] = totals.get("cpu", 0) - req.cpu
+        totals["memory"] = totals.get("memory", 0) - req.mem
+        totals["ephemeral-storage"] = totals.get("ephemeral-storage", 0) - req.eph
+        for name, value in req.scalars.items():
+            totals[name] = totals.get(name, 0) - value
+        self.pod_count -= 1
+        self.changes.append(node.index)
+        self._columns_follow(node)
+
+    def trim_changes(self) -> None:
+        """Forget the change list (every per-node cache built on it starts over)."""
+        self.changes = []
+        self.change_epoch += 1
+
+    def _columns_follow(self, node: NodeInfo) -> None:
         if self._columns:
             try:
                 self._columns.update(node)  # type: ignore[union-attr]

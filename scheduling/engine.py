@@ -331,13 +331,14 @@ class _LocalMemo:
     ``scores[k]`` for node ``passing.positions[k]`` is its weighted score sum, ``_INFEASIBLE``
     when a check refuses it, ``_UNKNOWN`` until a scan reaches it or after a pod went there."""
 
-    __slots__ = ("passing", "scores", "seen", "where", "_at")
+    __slots__ = ("epoch", "passing", "scores", "seen", "where", "_at")
 
-    def __init__(self, passing: _StaticPass, seen: int) -> None:
+    def __init__(self, passing: _StaticPass, cluster: ClusterState) -> None:
         self.passing = passing
         self.scores = [_UNKNOWN] * len(passing.positions)
         self.where = {position: k for k, position in enumerate(passing.positions)}
-        self.seen = seen
+        self.seen = len(cluster.changes)
+        self.epoch = cluster.change_epoch
         self._at: Any = None
 
     def at(self) -> Any:
@@ -376,21 +377,27 @@ class Scheduler:
     plan_cache = True  # likewise (``_outcome``)
     vectorise = True  # likewise (``_LocalPlan.vector``)
 
-    def __init__(self, policy: Policy, nodes: Sequence[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]] = (), namespaces: Iterable[Mapping[str, Any]] = ()) -> None:
+    def __init__(self, policy: Policy, nodes: Sequence[Mapping[str, Any]] = (), pods: Iterable[Mapping[str, Any]] = (),
+                 namespaces: Iterable[Mapping[str, Any]] = (), *, cluster: ClusterState | None = None) -> None:
         self.policy = policy
-        self.cluster = ClusterState.build(nodes, pods, namespaces)
+        self.cluster = cluster if cluster is not None else ClusterState.build(nodes, pods, namespaces)
         self.filters: list[Plugin] = [make_plugin(s.name, s.args) for s in policy.filters]
         self.scorers: list[tuple[Plugin, int]] = [(make_plugin(s.name, s.args), s.weight or 1) for s in policy.scores]
         self.next_start = 0
-        self.placed: list[tuple[PodInfo, str]] = []
         self._static_cache: dict[tuple[Any, ...], _StaticPass] = {}
         self._local_memo: dict[tuple[Any, ...], _LocalMemo] = {}
-        self._changed: list[int] = []  # positions of the nodes pods were assumed on, in order
         self._plans: dict[object, dict[tuple[str, int], Any]] = {}  # PodInfo.shape -> pod-only outcomes
 
     @classmethod
     def from_snapshot(cls, policy: Policy, snapshot: Snapshot) -> Scheduler:
         return cls(policy, snapshot.nodes, snapshot.pods, snapshot.namespaces)
+
+    @classmethod
+    def over(cls, policy: Policy, cluster: ClusterState) -> Scheduler:
+        """A scheduler for ``policy`` over a state other schedulers (other policies) share: each
+        sees the others' placements, as one kube-scheduler's profiles share one cache. The caller
+        carries ``next_start`` from one to the next when it wants one scan order for all."""
+        return cls(policy, cluster=cluster)
 
     # -- one cycle ------------------------------------------------------------------------------
 
@@ -402,6 +409,11 @@ class Scheduler:
         if placement.node is not None:
             self._assume(info, placement.node)
         return placement
+
+    def decide(self, pod: Mapping[str, Any] | PodInfo) -> Placement:
+        """``schedule`` without the assume: where the pod would go now (the caller assumes it,
+        ``assume``, once it commits to the placement)."""
+        return self._cycle(pod if isinstance(pod, PodInfo) else PodInfo(pod))
 
     def _prefilter(self, info: PodInfo) -> _Filters | str:
         """PreFilter of every filter plugin: the checks to run, the candidate nodes and the status
@@ -566,8 +578,8 @@ class Scheduler:
                 return None
         nodes, checks = pre.nodes, pre.checks
         memo = self._local_memo.get((info.resource_key, id(passing)))
-        if memo is None or memo.passing is not passing:
-            memo = self._local_memo[(info.resource_key, id(passing))] = _LocalMemo(passing, len(self._changed))
+        if memo is None or memo.passing is not passing or memo.epoch != self.cluster.change_epoch:
+            memo = self._local_memo[(info.resource_key, id(passing))] = _LocalMemo(passing, self.cluster)
 
         fused = fused_value(checks[0], local, _INFEASIBLE) if len(checks) == 1 and len(local) == 2 else None
         if fused is not None:  # the default policy's shape, inlined
@@ -594,7 +606,7 @@ class Scheduler:
     def _local_scan(self, plan: _LocalPlan) -> Placement | None:
         """One pod's filter and score over the plan's kept values (see ``_local_plan``)."""
         memo, value, nodes, want = plan.memo, plan.value, plan.nodes, plan.want
-        memo.forget(self._changed)
+        memo.forget(self.cluster.changes)
         arr = memo.scores
         positions = memo.passing.positions
         n = len(nodes)
@@ -693,7 +705,7 @@ class Scheduler:
             totals = [t + s for t, s in zip(totals, scores, strict=True)] if weight == 1 else [t + weight * s for t, s in zip(totals, scores, strict=True)]
         return totals
 
-    def _assume(self, info: PodInfo, node_name: str, *, owned: bool = False) -> None:
+    def _assume(self, info: PodInfo, node_name: str, *, owned: bool = False) -> PodInfo:
         """Bind the pod to the node in the snapshot. An ``owned`` PodInfo (one the engine made,
         which nobody else holds) is bound in place instead of through a bound sibling."""
         pod = dict(info.pod)
@@ -706,14 +718,16 @@ class Scheduler:
         assumed.assumed = True
         node = self.cluster.by_name[node_name]
         self.cluster.add_pod(assumed, node)
-        self._changed.append(node.index)
-        self.placed.append((assumed, node_name))
+        self.cluster.changes.append(node.index)
+        return assumed
 
-    def assume(self, pod: Mapping[str, Any], node_name: str) -> None:
-        """Record a placement decided elsewhere (e.g. a bind the engine did not choose)."""
+    def assume(self, pod: Mapping[str, Any] | PodInfo, node_name: str) -> PodInfo:
+        """Record a placement decided elsewhere (e.g. a bind the engine did not choose); the
+        PodInfo now counted on the node (``ClusterState.remove_pod`` takes it back)."""
         if node_name not in self.cluster.by_name:
             raise ValueError(f"unknown node {node_name!r}")
-        self._assume(PodInfo(pod), node_name)
+        info = pod if isinstance(pod, PodInfo) else PodInfo(pod)
+        return self._assume(info, node_name)
 
     # -- diagnostics ----------------------------------------------------------------------------
 

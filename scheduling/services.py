@@ -236,24 +236,26 @@ def ensure_default_policy(sender: Any = None, **kwargs: Any) -> None:
 
 class PolicyCache:
     """Compiled policies keyed by revision id: a revision is immutable, so an entry never goes
-    stale; a change makes a new revision, which the next lookup finds and compiles."""
+    stale; a change makes a new revision, which the next lookup finds and compiles. The name and
+    config are checked too: SQLite hands a deleted policy's revision id out again, and a flushed
+    database (tests) starts over at 1."""
 
     def __init__(self) -> None:
-        self._compiled: dict[int, Policy] = {}
+        self._compiled: dict[int, tuple[str, Any, Policy]] = {}
         self._lock = threading.Lock()
 
     def get(self, revision_id: int | None, config: Any, name: str) -> Policy:
         if revision_id is not None:
             found = self._compiled.get(revision_id)
-            if found is not None:
-                return found
+            if found is not None and found[0] == name and found[1] == config:
+                return found[2]
         policy = Policy.from_config(config)
         policy = Policy(policy.filters, policy.scores, policy.percentage_of_nodes_to_score, name)
         if revision_id is not None:
             with self._lock:
                 if len(self._compiled) > 1000:
                     self._compiled.clear()
-                self._compiled[revision_id] = policy
+                self._compiled[revision_id] = (name, config, policy)
         return policy
 
 

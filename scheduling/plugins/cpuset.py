@@ -200,8 +200,8 @@ def _exclusive_request(pod: PodInfo) -> int | None:
 
 
 def _state_for(cluster: ClusterState, node: NodeInfo) -> NodeCPUState | None:
-    """Cached per node and pod count: the engine only ever adds pods (its "assume")."""
-    key = ("cpu-state", node.index, len(node.pods))
+    """Cached per node and change of its pods or annotations (``NodeInfo.generation``)."""
+    key = ("cpu-state", node.index, node.generation)
     if key not in cluster.cache:
         for old in [k for k in cluster.cache if isinstance(k, tuple) and k[:2] == ("cpu-state", node.index)]:
             del cluster.cache[old]
