@@ -23,10 +23,9 @@ from fleet.models import Cluster, Node, Pod
 
 from . import services
 from .engine import Policy, Snapshot
+from .livecache import with_condition_taints
 from .simulate import SimulationResult, compare, simulate
 
-UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
-NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 TOP_NODES = 60
 
 
@@ -36,12 +35,7 @@ def cluster_snapshot(cluster: Cluster) -> Snapshot:
     for name, labels, taints, allocatable, unschedulable, ready in (
             Node.objects.filter(cluster=cluster).order_by("name")
             .values_list("name", "labels", "taints", "allocatable", "unschedulable", "ready").iterator(chunk_size=5000)):
-        taints = [t for t in (taints or []) if isinstance(t, Mapping)]
-        keys = {t.get("key") for t in taints}
-        if unschedulable and UNSCHEDULABLE_TAINT["key"] not in keys:
-            taints.append(dict(UNSCHEDULABLE_TAINT))
-        if not ready and NOT_READY_TAINT["key"] not in keys:
-            taints.append(dict(NOT_READY_TAINT))
+        taints = with_condition_taints(taints or (), unschedulable=unschedulable, ready=ready)
         nodes.append({"metadata": {"name": name, "labels": labels or {}}, "spec": {"taints": taints},
                       "status": {"allocatable": allocatable or {}}})
     pods = [{"metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
