@@ -334,6 +334,12 @@ MERIDIAN_WORKER_HEARTBEAT_SECONDS = 5
 #: watches for a second.
 MERIDIAN_CLUSTER_WATCH = env.bool("MERIDIAN_CLUSTER_WATCH", default=True)
 MERIDIAN_CLUSTER_WATCH_SECONDS = env.int("MERIDIAN_CLUSTER_WATCH_SECONDS", default=60)
+#: Meridian schedules the pods of watched clusters whose ``spec.schedulerName`` is this
+#: (``scheduling.podscheduler``, beside each cluster's watcher); off: no pod is scheduled here.
+MERIDIAN_POD_SCHEDULER = env.bool("MERIDIAN_POD_SCHEDULER", default=True)
+MERIDIAN_SCHEDULER_NAME = env.str("MERIDIAN_SCHEDULER_NAME", default="meridian")
+#: Binds (and their Events and CPU allocations) in flight at once per scheduled cluster.
+MERIDIAN_SCHEDULER_BIND_THREADS = env.int("MERIDIAN_SCHEDULER_BIND_THREADS", default=8)
 
 # --- security ---------------------------------------------------------------------------
 

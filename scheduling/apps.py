@@ -12,16 +12,17 @@ class SchedulingConfig(AppConfig):
         self.ready_cpu()
 
     def ready_policies(self) -> None:
-        """Part A (unified scheduling): operator verbs, the live topic, the default policy, and
-        the fleet simulator's placement engine."""
+        """Part A (unified scheduling): operator verbs, the live topic, the default policy, the
+        fleet simulator's placement engine, and the pod scheduler of watched member clusters."""
         from django.db.models.signals import post_migrate
 
         from core.backup import database_restored
         from core.events import register_topic_kind
         from core.roles import grant_to_operators
 
-        from . import simplacer
+        from . import podscheduler, simplacer
         from .admission import forget_version
+        from .documents import register_documents
         from .models import SchedulingPolicy
         from .services import ensure_default_policy
 
@@ -33,9 +34,8 @@ class SchedulingConfig(AppConfig):
         post_migrate.connect(ensure_default_policy, sender=self, dispatch_uid="scheduling-default-policy")
         simplacer.register()  # the fleet simulator places its pods through the scheduling engine
         database_restored.connect(forget_version, dispatch_uid="scheduling-forget-config-version")
-        from .documents import register_documents
-
         register_documents()  # policies, templates and bindings as meridian.io/v1 documents (config as code)
+        podscheduler.register()  # member clusters' pods named for Meridian, scheduled beside each cluster's watcher
 
     def ready_cpu(self) -> None:
         """Part B (CPU co-location): operator verbs, and a reconcile after inventory syncs."""

@@ -968,9 +968,12 @@ class NodeReconcile:
 
 
 def reconcile_node(node_cpu: NodeCPU, node_obj: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], *,
-                   now: datetime | None = None, touched: int | None = None, app_label: str = "app") -> NodeReconcile:
+                   now: datetime | None = None, touched: int | None = None, app_label: str = "app",
+                   pending: Mapping[str, Mapping[str, Any]] | None = None) -> NodeReconcile:
     """Bring the node's rows in line with its pods' annotations (the evidence), and say what was done.
 
+    ``pending`` (instance -> pod) are the cluster's pods not bound yet: a row of one of them is
+    kept, its CPUs given before its bind (``scheduling.cpu_binding``).
     ``touched`` is the node's write counter read before ``node_obj`` and ``pods`` were listed:
     when rows or annotations changed since, the listing may predate them (a delivery that
     just wrote, an allocation that just landed) and the node is left to the next pass.
@@ -997,7 +1000,7 @@ def reconcile_node(node_cpu: NodeCPU, node_obj: Mapping[str, Any], pods: Sequenc
             return result
         result.conflicts = [str(c) for c in rec.conflicts]
         by_key = {_pod_key(p): p for p in live}
-        changed = _reconcile_rows(locked, rows, rec, by_key, now, result)
+        changed = _reconcile_rows(locked, rows, rec, by_key, now, result, pending or {})
         final = list(locked.allocations.all())
         state = state_of(locked, final)
         result.redeliver += _stale_annotations(locked, state, final, by_key, annotations)
@@ -1056,7 +1059,7 @@ def _stale_annotations(locked: NodeCPU, state: NodeCPUState, rows: Sequence[Row]
 
 
 def _reconcile_rows(locked: NodeCPU, rows: list[Row], rec: cpustate.Reconciliation, by_key: Mapping[str, Mapping[str, Any]],
-                    now: datetime, result: NodeReconcile) -> bool:
+                    now: datetime, result: NodeReconcile, pending: Mapping[str, Mapping[str, Any]]) -> bool:
     """Apply the release/adopt rules; True when any row changed."""
     changed = False
     kept: dict[str, Row] = {}
@@ -1072,8 +1075,10 @@ def _reconcile_rows(locked: NodeCPU, rows: list[Row], rec: cpustate.Reconciliati
                 changed = True
             continue
         if pod is None:
-            if young and row.delivery in (Row.Delivery.PENDING, Row.Delivery.WAITING) and row.source == Row.Source.ALLOCATED:
-                kept[row.instance] = row  # allocated ahead of its pod
+            waiting = pending.get(row.instance)
+            ahead = young and row.delivery in (Row.Delivery.PENDING, Row.Delivery.WAITING) and row.source == Row.Source.ALLOCATED
+            if ahead or (waiting is not None and _pod_uid(waiting) in ("", row.pod_uid)):
+                kept[row.instance] = row  # allocated ahead of its pod, or of its bind
                 continue
             _release_row(row, "its pod is gone" if row.delivery == Row.Delivery.DELIVERED or row.source == Row.Source.ADOPTED
                          else "its pod never came and its annotations were never written", result)
@@ -1223,6 +1228,7 @@ def reconcile_cluster(cluster: Cluster, connector: Any = None, *, now: datetime 
         node_name = (pod.get("spec") or {}).get("nodeName")
         if node_name:
             by_node.setdefault(node_name, []).append(pod)
+    pending = {_pod_key(p): p for p in pods if not (p.get("spec") or {}).get("nodeName") and _live(p)}
     inventory = {n.name: n for n in Node.objects.filter(cluster=cluster).only("pk", "name", "cluster_id", "cpu_topology")}
     existing = {n.name: n for n in NodeCPU.objects.filter(cluster=cluster)}
     unsettled = set(Row.objects.filter(node_cpu__cluster=cluster).exclude(delivery=Row.Delivery.DELIVERED)
@@ -1250,7 +1256,8 @@ def reconcile_cluster(cluster: Cluster, connector: Any = None, *, now: datetime 
             report.skipped += 1
             continue
         try:
-            outcome = reconcile_node(node_cpu, obj, node_pods, now=now, touched=marks.get(node_cpu.pk, node_cpu.touched))
+            outcome = reconcile_node(node_cpu, obj, node_pods, now=now, touched=marks.get(node_cpu.pk, node_cpu.touched),
+                                     pending=pending)
         except Refused as exc:
             report.errors.append(f"{name}: {exc.detail}")
             continue
@@ -1262,22 +1269,6 @@ def reconcile_cluster(cluster: Cluster, connector: Any = None, *, now: datetime 
         report.adopted += [f"{name}: {a}" for a in outcome.adopted]
         report.conflicts += len(outcome.conflicts)
     return report
-
-
-# ---------------------------------------------------------------------------- simulator snapshots
-
-
-def scheduler_annotations(node: NodeCPU) -> dict[str, str]:
-    """Node annotations that carry this node's CPU state into a placement snapshot (node dicts
-    built from the database), as ``scheduling.plugins.cpuset`` reads them."""
-    from .plugins.cpuset import CPU_STATE_ANNOTATION, cpu_state_annotation
-
-    state = current_state(node)
-    annotations = {TOPOLOGY_ANNOTATION: topology_of(node).to_annotation(), RESERVED_CPUS_ANNOTATION: node.reserved_cpus,
-                   OVERCOMMIT_RATIO_ANNOTATION: _ratio_text(node.overcommit_ratio), CPU_STATE_ANNOTATION: cpu_state_annotation(state)}
-    if node.io_queues:
-        annotations[IO_QUEUES_ANNOTATION] = IOQueueDistribution.from_mapping(node.io_queues).to_annotation()
-    return annotations
 
 
 # ---------------------------------------------------------------------------- the agent API
@@ -1332,7 +1323,7 @@ __all__ = [
     "ANNOTATION_GRACE", "DELIVER_TASK", "RECONCILE_TASK", "agent_etag", "agent_payload", "allocate_exclusive", "candidates",
     "configure",
     "current_state", "deliver", "ensure_node_cpu", "fleet_view", "place_shared", "propose_io_queues", "reconcile_cluster",
-    "reconcile_node", "refresh_share_pool", "release", "scheduler_annotations", "set_release_isolate", "state_of",
+    "reconcile_node", "refresh_share_pool", "release", "set_release_isolate", "state_of",
     "summary_sums", "topology_of",
     "what_if",
 ]

@@ -106,6 +106,7 @@ def test_cpu_state_annotation_carries_the_databases_view():
 def test_a_snapshot_from_the_database_carries_the_node_state():
     from fleet.models import Cluster
     from scheduling import cpu_services as svc
+    from scheduling.cpu_binding import scheduler_annotations
 
     from .cpu_fixtures import seed_node
 
@@ -113,7 +114,7 @@ def test_a_snapshot_from_the_database_carries_the_node_state():
     node_cpu = seed_node(cluster)
     svc.allocate_exclusive(node_cpu, namespace="db", name="a", request=64)
     node = {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": "db-host-1", "annotations": svc.scheduler_annotations(node_cpu)},
+            "metadata": {"name": "db-host-1", "annotations": scheduler_annotations(node_cpu)},
             "status": {"allocatable": {"cpu": "104", "memory": "512Gi", "pods": "110"}}}
     result = filter_nodes("CPUSetExclusive", pod("b", "33"), [node], [])
     assert result["db-host-1"].reasons == ["Insufficient exclusive cpu"]
