@@ -55,7 +55,7 @@ def node_cpuset(request: HttpRequest, cluster: str, node: str) -> HttpResponse:
     if refusal is not None:
         return refusal
     row = NodeCPU.objects.filter(cluster__name=cluster, name=node).only(
-        "pk", "name", "version", "reserved_cpus", "overcommit_ratio", "topology_digest", "io_queues").first()
+        "pk", "name", "created", "version", "reserved_cpus", "overcommit_ratio", "topology_digest", "io_queues").first()
     if row is None:
         return problem(404, "not_found", f"Cluster {cluster} has no node {node} with a CPU topology.")
     etag = agent_etag(row)

@@ -1287,9 +1287,11 @@ def forget_agent_bodies(**_: Any) -> int:
 
 
 def agent_etag(node: NodeCPU) -> str:
-    """Changes whenever the payload can: every allocation change bumps ``version``."""
-    return '"cpu-' + _digest([node.pk, node.version, node.reserved_cpus, str(node.overcommit_ratio), node.topology_digest,
-                              node.io_queues])[:24] + '"'
+    """Changes whenever the payload can: every allocation change bumps ``version``. The row's
+    creation time makes it one row's (bodies are cached in Redis by ETag: a database rebuilt
+    from scratch, whose ids and versions start over, must not be served another's)."""
+    return '"cpu-' + _digest([node.pk, node.created.isoformat(), node.version, node.reserved_cpus, str(node.overcommit_ratio),
+                              node.topology_digest, node.io_queues])[:24] + '"'
 
 
 def agent_payload(node: NodeCPU, cluster: str) -> dict[str, Any]:
