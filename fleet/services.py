@@ -43,7 +43,7 @@ def _simulated_connector(cluster: Cluster) -> Connector:
     from .simstore import DatabaseObjectStore, spec_for
 
     store = DatabaseObjectStore(cluster) if cluster.pk else MemoryObjectStore()
-    return SimulatedConnector(spec_for(cluster), store=store)
+    return SimulatedConnector(spec_for(cluster), store=store, registered=bool(cluster.pk))
 
 
 def _kubernetes_connector(cluster: Cluster) -> Connector:

@@ -477,13 +477,14 @@ def rollout_of(annotations: Mapping[str, Any], current_hash: str) -> tuple[str, 
 # --- placement -----------------------------------------------------------------------------
 
 
-#: The placement engine: given the node objects pods may go to, a function placing replicas of
-#: one template (v1 Pod dicts equal but for their names) one after another, returning the
-#: chosen node's name per pod, or None where it fits nowhere. The scheduling app registers
-#: kube-scheduler's cycle under its default policy (``scheduling.simplacer``) when Django
-#: starts: fleet sits below scheduling in the layers, so it is handed the engine rather than
-#: importing it.
-PlacementEngine = Callable[[list[Mapping[str, Any]]], Callable[[list[Mapping[str, Any]]], "list[str | None]"]]
+#: The placement engine: given the node objects pods may go to and the Meridian cluster whose
+#: scheduling policy places them (None: the default policy, as in pure use without a
+#: database), a function placing replicas of one template (v1 Pod dicts equal but for their
+#: names) one after another, returning the chosen node's name per pod, or None where it fits
+#: nowhere. The scheduling app registers kube-scheduler's cycle under the cluster's policy
+#: (``scheduling.simplacer``) when Django starts: fleet sits below scheduling in the layers, so
+#: it is handed the engine rather than importing it.
+PlacementEngine = Callable[[list[Mapping[str, Any]], "str | None"], Callable[[list[Mapping[str, Any]]], "list[str | None]"]]
 _placement_engine: PlacementEngine | None = None
 
 
@@ -493,20 +494,21 @@ def set_placement_engine(engine: PlacementEngine | None) -> None:
 
 
 class Placer:
-    """Places pods with the registered placement engine (the scheduling framework's default
-    policy) over the cluster's ready, schedulable nodes, each placement assumed so the next pod
-    sees it. Deterministic: the engine breaks ties by scan order and the cluster is rebuilt from
-    the seed in the same order every time. Pure: the engine only reads the node objects.
+    """Places pods with the registered placement engine (the scheduling framework, under the
+    cluster's policy when ``cluster`` names it, else the default policy) over the cluster's
+    ready, schedulable nodes, each placement assumed so the next pod sees it. Deterministic:
+    the engine breaks ties by scan order and the cluster is rebuilt from the seed in the same
+    order every time. Pure: the engine only reads the node objects.
     ``place`` keeps the node's ``used_*`` counters, which the simulated metrics read."""
 
-    def __init__(self, nodes: list[SimNode]) -> None:
+    def __init__(self, nodes: list[SimNode], cluster: str | None = None) -> None:
         if _placement_engine is None:
             raise RuntimeError("no placement engine registered: the scheduling app registers it when Django starts "
                                "(or call scheduling.simplacer.register())")
         self.nodes = nodes
         usable = [n for n in nodes if n.schedulable and n.ready]
         self._by_name = {n.name: n for n in usable}
-        self._place = _placement_engine([n.obj for n in usable])
+        self._place = _placement_engine([n.obj for n in usable], cluster)
 
     def place(self, pod_key: str, pod_spec: Mapping[str, Any], cpu: int, memory: int, gpus: int) -> SimNode | None:
         return self.place_replicas(pod_key.partition("/")[0], [pod_key.partition("/")[2]], pod_spec, cpu, memory, gpus)[0]
@@ -568,10 +570,13 @@ class ClusterState:
 class SimulatedCluster:
     """The cluster at a tick. ``overlay`` holds objects applied through the connector; Nodes
     in it are merge patches onto the generated nodes (kind ``Node``), workloads join the
-    simulation and get their pods placed."""
+    simulation and get their pods placed — under the scheduling policy of the Meridian
+    cluster of the spec's name when ``registered`` (it is a cluster of the inventory), else the
+    default policy."""
 
-    def __init__(self, spec: ClusterSpec, overlay: Iterable[Mapping[str, Any]] = ()) -> None:
+    def __init__(self, spec: ClusterSpec, overlay: Iterable[Mapping[str, Any]] = (), *, registered: bool = False) -> None:
         self.spec = spec
+        self.registered = registered
         self.overlay = list(overlay)
         self._state: ClusterState | None = None
 
@@ -632,7 +637,7 @@ class SimulatedCluster:
             (dict(o) for o in self.overlay if o.get("kind") in WORKLOAD_API),
             key=lambda o: (o["metadata"].get("namespace", ""), o["kind"], o["metadata"]["name"]),
         )
-        placer = Placer(nodes)
+        placer = Placer(nodes, self.spec.name if self.registered else None)
         replica_sets: list[dict[str, Any]] = []
         pods: list[dict[str, Any]] = [_bound_pod(o, placer) for o in self.overlay
                                       if o.get("kind") == "Pod" and o.get("apiVersion") == "v1"]

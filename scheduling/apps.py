@@ -24,7 +24,7 @@ class SchedulingConfig(AppConfig):
         from .admission import forget_version
         from .documents import register_documents
         from .models import SchedulingPolicy
-        from .services import ensure_default_policy
+        from .services import ClusterPolicies, ensure_default_policy
 
         grant_to_operators(*(f"scheduling.{verb}_{model}"
                              for model in ("schedulingpolicy", "nodeschedulerconfig", "podschedulerconfig",
@@ -32,7 +32,7 @@ class SchedulingConfig(AppConfig):
                              for verb in ("add", "change", "delete", "rollback")))
         register_topic_kind("scheduling", model=SchedulingPolicy)
         post_migrate.connect(ensure_default_policy, sender=self, dispatch_uid="scheduling-default-policy")
-        simplacer.register()  # the fleet simulator places its pods through the scheduling engine
+        simplacer.register(ClusterPolicies())  # the fleet simulator places pods under each cluster's policy
         database_restored.connect(forget_version, dispatch_uid="scheduling-forget-config-version")
         register_documents()  # policies, templates and bindings as meridian.io/v1 documents (config as code)
         podscheduler.register()  # member clusters' pods named for Meridian, scheduled beside each cluster's watcher

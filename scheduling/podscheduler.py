@@ -66,8 +66,7 @@ from .schedqueue import QueuedPod
 
 logger = logging.getLogger(__name__)
 
-#: A Meridian cluster label naming the policy of the cluster's pods that name none.
-CLUSTER_POLICY_LABEL = "scheduling.meridian.io/policy"
+CLUSTER_POLICY_LABEL = services.CLUSTER_POLICY_LABEL
 #: Pods taken from the queue per round, and binds in flight at most.
 BATCH = 256
 MAX_IN_FLIGHT = 512
@@ -286,12 +285,12 @@ class ClusterScheduler:
         with _database():
             version = admission.current_version()
             labels = Cluster.objects.filter(pk=self.context.cluster_pk).values_list("labels", flat=True).first() or {}
-        default = labels.get(CLUSTER_POLICY_LABEL) if isinstance(labels, Mapping) else None
+        default = services.cluster_policy_name(labels)
         seen = (version, default)
         if seen != self._policy_version:
             if self._policy_version is not None:
                 self.live.queue.cluster_changed(now)
-            self._policy_version, self._cluster_default = seen, default if isinstance(default, str) and default else None
+            self._policy_version, self._cluster_default = seen, default
             self._policies.clear()
 
     def _policy_for(self, pod: Mapping[str, Any]) -> tuple[Policy | None, str]:

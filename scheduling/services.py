@@ -21,17 +21,19 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import F, Model
 from django.utils.translation import gettext as _
 
 from core import concurrency, events, revisions
 from core.audit import record_change, snapshot
 from core.errors import Conflict, NotFound, Refused
+from fleet.models import Cluster
 
 from . import admission, manifests, schedconfig
 from .admission import (  # noqa: F401 (part of this module's interface)
@@ -59,6 +61,8 @@ from .models import (
 from .status import ArgsError
 
 DEFAULT_POLICY = "default"
+#: A Meridian cluster label naming the policy of the cluster's pods that name none.
+CLUSTER_POLICY_LABEL = "scheduling.meridian.io/policy"
 NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
 TOPIC = "scheduling"
 
@@ -279,6 +283,37 @@ def policy_named(name: str | None) -> tuple[Policy, int | None]:
 def policy_for(pod: Mapping[str, Any], override: str | None = None) -> Policy:
     """The policy the scheduler uses for ``pod``: ``override``, else its annotation, else the default."""
     return policy_named(override or policy_name_of(pod))[0]
+
+
+def cluster_policy_name(labels: Any) -> str | None:
+    """The policy a Meridian cluster's label names for its pods that name none (None: the default)."""
+    value = labels.get(CLUSTER_POLICY_LABEL) if isinstance(labels, Mapping) else None
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+class ClusterPolicies:
+    """Each cluster's policy (its label's, else the default), read at most every ``ttl`` seconds:
+    the fleet simulator asks at every build of every simulated cluster. A name that does not
+    resolve (no such policy, the database unreachable) gives the engine's default policy."""
+
+    def __init__(self, ttl: float = 10.0) -> None:
+        self.ttl = ttl
+        self._found: dict[str, tuple[float, Policy]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, cluster: str) -> Policy:
+        now = time.monotonic()
+        found = self._found.get(cluster)
+        if found is not None and now - found[0] < self.ttl:
+            return found[1]
+        try:
+            labels = Cluster.objects.filter(name=cluster).values_list("labels", flat=True).first()
+            policy = policy_named(cluster_policy_name(labels))[0]
+        except (Refused, DatabaseError):
+            policy = Policy.default()
+        with self._lock:
+            self._found[cluster] = (now, policy)
+        return policy
 
 
 # ---------------------------------------------------------------------------- templates and bindings

@@ -89,8 +89,11 @@ class MemoryObjectStore:
 class SimulatedConnector(Connector):
     kind = "simulated"
 
-    def __init__(self, spec: ClusterSpec, store: ObjectStore | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, spec: ClusterSpec, store: ObjectStore | None = None, clock: Callable[[], float] = time.time, *,
+                 registered: bool = False) -> None:
+        """``registered``: a cluster of the inventory, whose scheduling policy places its pods."""
         self.spec = spec
+        self.registered = registered
         self.store = store if store is not None else MemoryObjectStore()
         self.clock = clock
         self._cache: tuple[str, SimulatedCluster] | None = None
@@ -102,7 +105,7 @@ class SimulatedConnector(Connector):
         overlay = self.store.all()
         digest = object_digest(overlay)
         if self._cache is None or self._cache[0] != digest:
-            self._cache = (digest, SimulatedCluster(self.spec, overlay=overlay))
+            self._cache = (digest, SimulatedCluster(self.spec, overlay=overlay, registered=self.registered))
         return self._cache[1]
 
     def server_info(self) -> ServerInfo:

@@ -275,3 +275,70 @@ def test_exclusive_pods_get_disjoint_cpusets_before_their_bind_served_to_the_age
 
     until(lambda: set(cpus[victim]) <= share_pool(), what="the node's share pool to take them back")
     assert scheduler.stats.errors == 0
+
+
+LOAD_AWARE = {"schedulerName": "load-aware",
+              "plugins": {"score": {"enabled": [{"name": "MostAvailable", "weight": 10}], "disabled": [{"name": "*"}]}}}
+
+
+def usage(cpu: str) -> dict[str, str]:
+    return {"cpu": cpu, "memory": "8Gi"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_load_aware_scoring_reads_node_metrics_and_counts_the_pods_bound_since(scheduled, monkeypatch):
+    """MostAvailable places by the NodeMetrics the watcher's pass reads (VirtualAvailable), minus
+    the pods bound since that report (VirtualRequest), so pods do not pile onto the idlest node
+    between two reports; a newer report replaces the estimate. The usage is stored with its time."""
+    from datetime import UTC, datetime
+
+    from fleet import sync
+    from fleet.models import Node
+
+    monkeypatch.setattr(sync, "METRICS_SECONDS", 0.2)
+    start, watch = scheduled
+    services.save_policy(services.PolicySpec("load-aware", config=LOAD_AWARE))
+    api = ApiServer(token=TOKEN, bookmark_seconds=0.5)
+    reported = datetime.now(UTC).replace(microsecond=0)
+    for name, cpu in (("n0", "14"), ("n1", "2"), ("n2", "8")):
+        api.put("v1/nodes", node(name, cpu=16))
+        api.node_metrics(name, usage(cpu), timestamp=reported.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    cluster = start("k8s-0", api, labels={podscheduler.CLUSTER_POLICY_LABEL: "load-aware"})
+    stored = Node.objects.get(cluster=cluster, name="n1")
+    assert (stored.cpu_usage_milli, stored.usage_time) == (2000, reported), "the usage, stored with its time"
+    scheduler = watch("k8s-0")
+    names = [f"load-{n}" for n in range(6)]
+    for name in names:
+        api.put("v1/pods", pod(name, cpu="2"))
+    placed = until(lambda: len(bound(api, names)) == 6 and bound(api, names))
+    assert [placed[name] for name in names[:3]] == ["n1"] * 3, "the idlest node by its report"
+    assert "n0" not in placed.values() and "n2" in placed.values(), "pods bound since the report count: no pile-up"
+
+    later = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    api.node_metrics("n1", usage("15"), timestamp=later)  # n1 got busy, n2 quiet
+    api.node_metrics("n2", usage("3"), timestamp=later)
+    api.put("v1/nodes", node("n0", cpu=16, touched="yes"))  # a change: the watcher's next pass reads the metrics
+    until(lambda: scheduler.live.usage.get("n1", ({}, None))[0].get("cpu") == 15000, what="the new report read")
+    api.put("v1/pods", pod("load-6", cpu="2"))
+    assert until(lambda: bound(api, ["load-6"])) == {"load-6": "n2"}, "the newer report decides"
+
+
+@pytest.mark.django_db
+def test_the_fleet_simulator_places_each_clusters_pods_with_that_clusters_policy():
+    from fleet.connectors.base import Connector
+    from fleet.services import connector_for
+    from tests.scheduling.cpu_fixtures import simulated_cluster
+
+    services.save_policy(services.PolicySpec("stack", config=STACK))
+    used = {}
+    for name, labels in (("sim-spread", {}), ("sim-stack", {podscheduler.CLUSTER_POLICY_LABEL: "stack"})):
+        cluster = simulated_cluster(name, nodes=60, seed=21)
+        config = {**cluster.connector_config, "workloads_per_100_nodes": 40}
+        Cluster.objects.filter(pk=cluster.pk).update(labels=labels, connector_config=config)
+        cluster.refresh_from_db()
+        connector: Connector
+        with connector_for(cluster) as connector:
+            pods = connector.list_pods().items
+        used[name] = {p["spec"].get("nodeName") for p in pods if p["spec"].get("nodeName")}
+        assert pods and used[name]
+    assert len(used["sim-stack"]) < len(used["sim-spread"]), "stacking fills fewer nodes"
