@@ -259,3 +259,32 @@ def test_pods_replaced_by_others_of_the_same_name_and_relistings():
     live.pod_event("DELETED", pod("a", cpu="1", node_name="n1"), now=3)
     live.pod_event("ADDED", other, now=3)
     assert live.state().by_name["n1"].req_cpu == 0 and live.queue.pods[("shop", "a")].uid == "uid-a2"
+
+
+# ------------------------------------------------------------------------ Events as kube-scheduler records them
+
+
+def test_events_are_named_worded_and_made_series_as_the_event_recorder_does():
+    from scheduling.recorder import FAILED_SCHEDULING, SCHEDULED, EventRecorder
+
+    recorder = EventRecorder("meridian", "meridian-host-1")
+    at = datetime(2025, 1, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    p = pod("web-1")
+    first = recorder.record(p, FAILED_SCHEDULING, "0/3 nodes are available: 3 Insufficient cpu.", at)
+    assert first is not None and first.verb == "create"
+    event = first.body
+    assert event["metadata"] == {"name": f"web-1.{int(at.timestamp() * 1e9):x}", "namespace": "shop"}
+    assert (event["type"], event["reason"], event["action"], event["eventTime"]) == (
+        "Warning", "FailedScheduling", "Scheduling", "2025-01-01T12:00:00.123456Z")
+    assert (event["reportingController"], event["reportingInstance"]) == ("meridian", "meridian-host-1")
+    assert event["regarding"]["kind"] == "Pod" and event["regarding"]["uid"] == "uid-web-1"
+    second = recorder.record(p, FAILED_SCHEDULING, "0/3 nodes are available: 3 Insufficient cpu.", at + timedelta(seconds=1))
+    assert second is not None and second.verb == "patch" and second.body["series"]["count"] == 2, "the second makes a series"
+    assert recorder.record(p, FAILED_SCHEDULING, "again", at + timedelta(seconds=3)) is None, "later ones only count"
+    assert recorder.flush(at + timedelta(minutes=5)) == []
+    [final] = recorder.flush(at + timedelta(minutes=7))
+    assert final.body["series"]["count"] == 3 and len(recorder) == 0, "written once quiet, then forgotten"
+    scheduled = recorder.record(p, SCHEDULED, "Successfully assigned shop/web-1 to n1", at)
+    assert scheduled.verb == "create" and scheduled.body["type"] == "Normal" and scheduled.body["action"] == "Binding"
+    long = recorder.record(pod("web-2"), FAILED_SCHEDULING, "x" * 2000, at)
+    assert len(long.body["note"].encode()) == 1024 and long.body["note"].endswith(" ..."), "upstream's truncateMessage"

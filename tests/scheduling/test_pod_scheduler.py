@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from core.locks import is_held
 from core.models import Job
 from fleet import informer
 from fleet.models import Cluster
@@ -108,6 +109,8 @@ def scheduled(transactional_db, purge_shard_queues, settings):
         return cluster
 
     def watch(name: str) -> podscheduler.ClusterScheduler:
+        """A periodic sync, which starts the watcher (once a stopped one has let its lease go)."""
+        until(lambda: not is_held(f"fleet-watch-{name}"), what="the lease to be free")
         periodic = wait_for_job(sync_cluster_task.delay(name).id, timeout=60)
         assert periodic.result.get("ok"), periodic.result
         scheduler = until(lambda: podscheduler.running.get(name), what=f"the scheduler of {name} to start")
@@ -342,3 +345,34 @@ def test_the_fleet_simulator_places_each_clusters_pods_with_that_clusters_policy
         used[name] = {p["spec"].get("nodeName") for p in pods if p["spec"].get("nodeName")}
         assert pods and used[name]
     assert len(used["sim-stack"]) < len(used["sim-spread"]), "stacking fills fewer nodes"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_restarted_scheduler_rebuilds_cpu_allocations_from_the_annotations_and_never_gives_a_cpu_twice(scheduled):
+    """Meridian restarted with its CPU state gone (a database restored from before): the pods'
+    annotations are the truth; the next scheduler adopts them before giving any CPU away."""
+    from scheduling.models import NodeCPU
+
+    start, watch = scheduled
+    api = ApiServer(token=TOKEN, bookmark_seconds=0.5)
+    api.put("v1/nodes", cpu_host("db-0"))
+    start("k8s-0", api)
+    watch("k8s-0")
+    exclusive = {CPU_ISOLATE_MODE: "exclusive", ALLOC_SPEC: json.dumps({"cpu": "Spread"})}
+    first = [f"pg-{n}" for n in range(2)]
+    for name in first:
+        api.put("v1/pods", pod(name, cpu="8", annotations=exclusive, namespace="db"))
+    until(lambda: len(bound(api, first, "db")) == 2, what="the first pods bound")
+    informer.forget()  # Meridian stops ...
+    until(lambda: not podscheduler.running, what="the scheduler to stop")
+    NodeCPU.objects.all().delete()  # ... and comes back without its CPU state
+    later = ["pg-2"]
+    api.put("v1/pods", pod("pg-2", cpu="8", annotations=exclusive, namespace="db"))
+    watch("k8s-0")
+    until(lambda: bound(api, later, "db"), what="the next pod bound")
+    held = [json.loads(api.object("v1/pods", name, "db")["metadata"]["annotations"][ALLOC_STATUS])["cpu"]
+            for name in first + later]
+    flat = [cpu for group in held for cpu in group]
+    assert len(flat) == len(set(flat)) == 24, "no CPU twice"
+    adopted = set(CPUAllocation.objects.filter(source=CPUAllocation.Source.ADOPTED).values_list("pod_name", flat=True))
+    assert adopted == set(first), "the annotated pods' CPUs adopted from their annotations"
