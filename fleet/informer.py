@@ -229,8 +229,9 @@ class Watcher:
     A sync every 15 s that watches for one second sees a label change up to 15 s late; a
     watcher keeps one thread per kind in a watch (``Informer.follow``) and one writer thread
     that calls ``write(watcher)`` a moment after anything changed (``settle_seconds`` gathers a
-    burst of events into one write) and every ``write_every_seconds`` regardless (usage
-    metrics, status). Only the writer writes. A kind whose watch fails reports through
+    burst of events into one write, at least as long as the last write took: a cluster changing
+    all the time is written at most half the time) and every ``write_every_seconds`` regardless
+    (usage metrics, status). Only the writer writes. A kind whose watch fails reports through
     ``failed`` (the cluster shows it), waits ``retry_seconds`` doubling to 5 min, and resumes
     from its version. ``stop`` ends it all (threads finish their current watch); ``on_stop``
     runs once after, from the writer thread (it releases the lease the watcher held).
@@ -302,15 +303,20 @@ class Watcher:
             logger.exception("could not record a failed watch")
 
     def _write_loop(self) -> None:
+        took = 0.0
         try:
             while not self.stopping.is_set():
                 self.dirty.wait(self.write_every_seconds)
                 if self.stopping.is_set():
                     break
-                self.stopping.wait(self.settle_seconds)
+                # a burst of events settles first; under a steady stream of them, a write waits as
+                # long as the last one took, so writing a big cluster leaves the process half its time
+                self.stopping.wait(max(self.settle_seconds, took))
                 self.dirty.clear()
+                started = time.monotonic()
                 try:
                     self.write(self)
+                    took = time.monotonic() - started
                 except Exception:  # noqa: BLE001 - kept dirty: the next round writes again
                     logger.exception("watched write failed")
                     self.dirty.set()

@@ -234,6 +234,7 @@ class ClusterScheduler:
             self.events.clear()
         now = time.monotonic()
         self.live.load(nodes, pods, now)
+        self.live.state()  # the engine's state, built now rather than by the first pending pod
         with _database():
             pk = self.context.cluster_pk
             extras = cpu_binding.node_extras(pk) if cpu_binding.has_cpu_nodes(pk) else {}

@@ -26,6 +26,7 @@ import urllib3
 import yaml
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
+from kubernetes.client.rest import RESTResponse
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import KubeConfigLoader
 from kubernetes.dynamic import DynamicClient
@@ -220,7 +221,7 @@ class KubernetesConnector(Connector):
         api_version, kind, name, namespace = _identity(obj)
         resource = self._resource(api_version, kind)
         _check_address(resource, name, namespace)
-        return self._json(lambda: self._client().create(resource, body=dict(obj), namespace=namespace, serialize=False))
+        return self._post(resource.path(namespace=namespace), obj)
 
     def bind(self, namespace: str, name: str, node: str, *, uid: str = "") -> None:
         """``POST /api/v1/namespaces/<ns>/pods/<name>/binding`` with a v1 Binding (201 on success)."""
@@ -229,8 +230,7 @@ class KubernetesConnector(Connector):
         meta = {"name": name, "namespace": namespace} | ({"uid": uid} if uid else {})
         body = {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
-        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}/binding"
-        self._json(lambda: self._client().request("post", path, body=body, content_type="application/json", serialize=False))
+        self._post(f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(name, safe='')}/binding", body)
 
     def delete(self, api_version: str, kind: str, name: str, *, namespace: str | None = None) -> bool:
         resource = self._resource(api_version, kind)
@@ -305,6 +305,25 @@ class KubernetesConnector(Connector):
         if not isinstance(decoded, dict):
             raise ConnectorError(f"{self._summary['server']} answered with JSON that is not an object", reason="server")
         return decoded
+
+    def _post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A JSON POST through the client's connection pool and authentication, without the
+        generated client's per-call work: the pod scheduler sends two a pod (bind and Event)."""
+        self._client()  # discovery first, as every other call (a cluster that does not answer fails here)
+        api = self._api_client
+        headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": api.user_agent,
+                   **api.default_headers}
+        api.update_params_for_auth(headers, [], ["BearerToken"])
+        timeout = urllib3.Timeout(connect=self.settings.request_timeout, read=self.settings.request_timeout)
+        response = self._call(lambda: api.rest_client.pool_manager.request(
+            "POST", api.configuration.host + path, body=json.dumps(body).encode(), headers=headers, timeout=timeout))
+        if not 200 <= response.status < 300:
+            raise _api_error(ApiException(http_resp=RESTResponse(response)))
+        try:
+            decoded = json.loads(response.data) if response.data else {}
+        except ValueError:
+            raise ConnectorError(f"{self._summary['server']} answered with something that is not JSON", reason="server") from None
+        return decoded if isinstance(decoded, dict) else {}
 
     def _next_event(self, stream: Iterator[dict[str, Any]], deadline: float) -> dict[str, Any] | None:
         """The next raw event, or None once the watch is over (closed, or silent past its time)."""
