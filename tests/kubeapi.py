@@ -141,11 +141,12 @@ class ApiServer:
     """The emulator's state and its ASGI app (``serve`` runs it on a free port)."""
 
     def __init__(self, *, token: str | None = None, history: int = 10_000, bookmark_seconds: float = 1.0,
-                 version: str = "v1.30.2") -> None:
+                 version: str = "v1.30.2", poll_seconds: float = 0.02) -> None:
         self.types = {t.key: t for t in RESOURCES}
         self.token = token
         self.version = version
         self.bookmark_seconds = bookmark_seconds
+        self.poll_seconds = poll_seconds  # how often a watch looks for new events
         self.lock = threading.RLock()
         self.objects: dict[tuple[str, str, str], _Stored] = {}
         self.revision = 1
@@ -656,7 +657,7 @@ class ApiServer:
                         "kind": rtype.kind, "apiVersion": rtype.group_version,
                         "metadata": {"resourceVersion": str(since), "annotations": {"k8s.io/initial-events-end": "true"}}}})
                     next_bookmark = time.monotonic() + self.bookmark_seconds
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(self.poll_seconds)
         except OSError:
             return
         await send({"type": "http.response.body", "body": b""})
