@@ -909,7 +909,8 @@ def deliver(node_id: int, connector: Any = None) -> DeliveryReport | None:
                 report.version = version
                 if locked.version == version:
                     break
-                node = locked
+                locked.refresh_from_db(fields=["delivered_share_pool", "delivered_version", "touched"])  # as just written:
+                node = locked  # a pass that wrote an older pool after a newer one's writes the newer again
         return report
     finally:
         if own:

@@ -121,3 +121,31 @@ def test_bad_input_is_refused_with_field_errors(host):
     with pytest.raises(Conflict) as refused:
         svc.allocate_exclusive(host, namespace="db", name="a", request=1)
     assert refused.value.code == "exists"
+
+
+def test_a_delivery_whose_older_share_pool_lands_after_a_newer_one_writes_the_newer_again(host):
+    """Two deliveries of one node at once (the pod scheduler's bind threads, a delivery job): the
+    one that read the older state may send its node write last; it must not stop there."""
+    import json
+
+    from scheduling.cpustate import CPU_SHAREPOOL
+
+    svc.allocate_exclusive(host, namespace="db", name="a", request=4)
+    node_writes: list[list[int]] = []
+
+    class Connector:
+        raced = False
+
+        def patch(self, api_version, kind, name, patch, namespace=None):
+            if kind == "Node" and not Connector.raced:  # the newer delivery overtakes this write
+                Connector.raced = True
+                svc.allocate_exclusive(host, namespace="db", name="b", request=4)
+                svc.deliver(host.pk, self)
+            if kind == "Node":
+                node_writes.append(json.loads(patch["metadata"]["annotations"][CPU_SHAREPOOL])["cpuIDs"])
+            return {}
+
+    svc.deliver(host.pk, Connector())
+    host.refresh_from_db()
+    assert node_writes[-1] == sorted(svc.current_state(host).share_pool), "the node ends with the newest share pool"
+    assert len(node_writes) == 3
