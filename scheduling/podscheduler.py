@@ -28,6 +28,9 @@ kube-scheduler and placed here, the way kube-scheduler places its own:
   Events are ``events.k8s.io/v1`` with ``reportingController`` the scheduler's name
   (``scheduling.recorder``).
 * **A pod deleted** (or finished) gives its exclusive CPUs back.
+* **Dormant clusters.** Until a pod of a cluster names this scheduler, its events are only
+  looked at for one (no engine state, no PodInfo per pod); the first wakes the scheduler with a
+  full listing from the informers. Ten minutes with nothing to schedule put it back to sleep.
 
 Nothing here is on the request path of the web processes. State lives in memory and in the
 member cluster; the CPU allocations in the database (the truth for them).
@@ -60,7 +63,7 @@ from fleet.services import connector_for
 from . import admission, cpu_binding, cpu_services, services
 from .cpustate import CPU_ISOLATE_MODE, EXCLUSIVE
 from .engine import Policy
-from .livecache import Attempt, LiveCluster, pod_key, usage_from_metrics
+from .livecache import BOUND, Attempt, LiveCluster, pod_key, usage_from_metrics
 from .recorder import FAILED_SCHEDULING, SCHEDULED, EventRecorder, EventWrite
 from .schedqueue import QueuedPod
 
@@ -72,6 +75,9 @@ BATCH = 256
 MAX_IN_FLIGHT = 512
 #: How often the policies and the cluster's default are checked for changes (a cheap read).
 POLICY_CHECK_SECONDS = 2.0
+#: A cluster without pods for this scheduler is followed cheaply (no engine state); an active
+#: one left with nothing to schedule for this long goes back to that.
+IDLE_SECONDS = 600.0
 EVENT_FLUSH_SECONDS = 10.0
 
 #: This process's running schedulers, by cluster name (tests and benchmarks read their figures).
@@ -158,6 +164,10 @@ class ClusterScheduler:
         self._flushed_at = time.monotonic()
         self._metrics_serial = -1
         self._cpu_ready: set[str] = set()  # nodes known to have their CPU state
+        self._node_locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+        self.active = False  # False: dormant, no pod of the cluster names this scheduler
+        self._idle_since: float | None = None
 
     # -- companion --------------------------------------------------------------------------
 
@@ -189,7 +199,8 @@ class ClusterScheduler:
             with _database():
                 cluster = Cluster.objects.get(pk=self.context.cluster_pk)
                 self.connector = connector_for(cluster)
-            self._load()
+            if self._pending_in_informers():
+                self._activate()
             self.started.set()
             while not self.stopping.is_set() and not self.context.lease_lost():
                 try:
@@ -197,7 +208,8 @@ class ClusterScheduler:
                 except Exception:  # noqa: BLE001 - log, start over from a listing, go on
                     logger.exception("pod scheduling of %s failed; starting over", self.context.cluster_name)
                     self.stopping.wait(1.0)
-                    self._load()
+                    if self.active:
+                        self._load()
                 wait = self.live.queue.next_wake(time.monotonic())
                 timeout = 1.0 if wait is None else min(1.0, wait)
                 if timeout > 0 and not self.outcomes and not self.events:
@@ -218,6 +230,9 @@ class ClusterScheduler:
             self.started.set()
 
     def _round(self) -> None:
+        if not self.active:
+            self._look_for_pods()
+            return
         self._drain()
         self._take_outcomes()
         self._read_metrics()
@@ -225,6 +240,52 @@ class ClusterScheduler:
         self._schedule()
         self._flush_events()
         self.live.maintain()
+        self._maybe_rest()
+
+    # -- dormant while no pod is ours ---------------------------------------------------------
+
+    def _activate(self) -> None:
+        self.active = True
+        self._idle_since = None
+        self._load()
+
+    def _pending_in_informers(self) -> bool:
+        """Whether any pod of the cluster waits for this scheduler."""
+        informers = self.context.informers
+        with informers.lock:
+            return any(self._waits_for_us(pod) for pod in informers.informers[("v1", "Pod")].objects.values())
+
+    def _waits_for_us(self, pod: Mapping[str, Any]) -> bool:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        return (spec.get("schedulerName") == self.name and not spec.get("nodeName") and not meta.get("deletionTimestamp")
+                and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+
+    def _look_for_pods(self) -> None:
+        """Dormant: events are only looked at for a pod of ours (which wakes the scheduler with a
+        full listing) and for exclusive pods gone (their CPUs are given back)."""
+        wanted = False
+        while self.events:
+            kind, event, obj = self.events.popleft()
+            if event == RELISTED:
+                wanted = wanted or self._pending_in_informers()
+            elif kind == "Pod":
+                self._pod_gone(event, obj)
+                wanted = wanted or (event != "DELETED" and self._waits_for_us(obj))
+        if wanted:
+            self._activate()
+
+    def _maybe_rest(self) -> None:
+        """Nothing of ours for ``IDLE_SECONDS``: drop the engine's state and go dormant again."""
+        busy = len(self.live.queue) or self._in_flight or any(p.state != BOUND for p in self.live.placed.values())
+        now = time.monotonic()
+        if busy:
+            self._idle_since = None
+        elif self._idle_since is None:
+            self._idle_since = now
+        elif now - self._idle_since >= IDLE_SECONDS:
+            self.live = LiveCluster(self.name)
+            self.active, self._idle_since, self._metrics_serial = False, None, -1
+            self._cpu_ready.clear()
 
     def _load(self) -> None:
         """Everything from the informers (a start, or after a relist)."""
@@ -258,13 +319,17 @@ class ClusterScheduler:
             if kind == "Node":
                 changed |= self.live.node_event(event, obj)
                 continue
-            if (event == "DELETED" or (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")) and _exclusive(obj):
-                self._submit(self._release, obj)
-            if event == "DELETED":
-                self.recorder.forget(obj)
+            self._pod_gone(event, obj)
             changed |= self.live.pod_event(event, obj, now)
         if changed:
             self.live.queue.cluster_changed(now)
+
+    def _pod_gone(self, event: str, pod: Mapping[str, Any]) -> None:
+        """A pod deleted or finished: its exclusive CPUs go back, its Event series end."""
+        if (event == "DELETED" or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")) and _exclusive(pod):
+            self._submit(self._release, pod)
+        if event == "DELETED":
+            self.recorder.forget(pod)
 
     def _read_metrics(self) -> None:
         informers = self.context.informers
@@ -399,7 +464,7 @@ class ClusterScheduler:
             annotations = None
             try:
                 if exclusive:
-                    with _database():
+                    with self._node_lock(node), _database():  # one allocation and delivery per node at a time
                         annotations = cpu_binding.allocate_for_pod(self.context.cluster_pk, node, item.pod, self.connector,
                                                                    machine_max=_machine_max(attempt.policy))
                 self.connector.bind(namespace, name, node, uid=item.uid)
@@ -421,6 +486,13 @@ class ClusterScheduler:
         outcome.seconds = time.monotonic() - started
         self.outcomes.append(outcome)
         self.wake.set()
+
+    def _node_lock(self, node: str) -> threading.Lock:
+        with self._locks_lock:
+            found = self._node_locks.get(node)
+            if found is None:
+                found = self._node_locks[node] = threading.Lock()
+            return found
 
     def _release(self, pod: Mapping[str, Any]) -> None:
         """A deleted or finished exclusive pod: its CPUs go back to the share pool."""

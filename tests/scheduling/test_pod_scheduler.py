@@ -212,6 +212,9 @@ def test_a_pod_bound_meanwhile_is_no_error(scheduled):
     api.put("v1/nodes", node("n0"))
     start("k8s-0", api)
     scheduler = watch("k8s-0")
+    api.put("v1/pods", pod("theirs-0", scheduler="default-scheduler"))
+    time.sleep(0.5)
+    assert not scheduler.active and scheduler.live.cluster is None, "no pod of ours yet: dormant, no engine state"
     api.slow(1.0, match="/binding")
     api.put("v1/pods", pod("raced-0"))
     until(lambda: api.count("POST", "/binding") == 1, what="the bind to be sent")
@@ -219,6 +222,7 @@ def test_a_pod_bound_meanwhile_is_no_error(scheduled):
     raced["spec"]["nodeName"] = "n0"
     api.put("v1/pods", raced)  # bound behind Meridian's back while its bind is on the wire
     until(lambda: scheduler.stats.gone == 1, what="the 409 taken as the pod being bound")
+    assert scheduler.active, "woken by the first pod naming it"
     assert scheduler.stats.errors == 0 and events(api, "FailedScheduling") == []
 
 
