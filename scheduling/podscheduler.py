@@ -441,6 +441,8 @@ class ClusterScheduler:
                 self._unschedulable(item, outcome.message)
             else:
                 self.stats.errors += 1
+                logger.warning("binding %s/%s to %s failed (retried after a backoff): %s", namespace, name, attempt.node,
+                               outcome.message, extra={"cluster": self.context.cluster_name})
                 self.live.queue.failed(item, now, unschedulable=False, message=outcome.message)
                 self._event(item.pod, FAILED_SCHEDULING, outcome.message)
 

@@ -380,3 +380,23 @@ def test_a_restarted_scheduler_rebuilds_cpu_allocations_from_the_annotations_and
     assert len(flat) == len(set(flat)) == 24, "no CPU twice"
     adopted = set(CPUAllocation.objects.filter(source=CPUAllocation.Source.ADOPTED).values_list("pod_name", flat=True))
     assert adopted == set(first), "the annotated pods' CPUs adopted from their annotations"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_exclusive_pod_whose_bind_is_refused_gives_its_cpus_back(scheduled):
+    start, watch = scheduled
+    api = ApiServer(token=TOKEN, bookmark_seconds=0.5)
+    api.put("v1/nodes", cpu_host("db-0"))
+    start("k8s-0", api)
+    scheduler = watch("k8s-0")
+    api.slow(1.0, match="/binding")
+    exclusive = {CPU_ISOLATE_MODE: "exclusive", ALLOC_SPEC: json.dumps({"cpu": "SameCoreFirst"})}
+    api.put("v1/pods", pod("late-0", cpu="8", annotations=exclusive, namespace="db"))
+    until(lambda: api.count("POST", "/binding") == 1, what="the bind to be sent, its CPUs allocated")
+    assert CPUAllocation.objects.filter(pod_name="late-0").exclude(delivery="releasing").exists()
+    raced = api.object("v1/pods", "late-0", "db")
+    raced["spec"]["nodeName"] = "db-0"
+    api.put("v1/pods", raced)  # bound behind Meridian's back: its bind is refused (409)
+    until(lambda: scheduler.stats.gone == 1, what="the refused bind")
+    until(lambda: not CPUAllocation.objects.filter(pod_name="late-0").exclude(delivery="releasing").exists(),
+          what="its CPUs given back")
