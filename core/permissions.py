@@ -16,7 +16,7 @@ group's owners manage their subtree and nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from django.db.models import Model, Q, QuerySet
@@ -94,11 +94,16 @@ class RolePermission(BasePermission):
 
     - a viewset's extra action declares its verb: ``@action(..., verb="rollback")`` needs
       ``<app>.rollback_<model>`` on the object (or model-wide for list actions);
-    - views without a queryset declare ``required_permissions`` (HTTP method → permission names);
+    - views without a queryset declare ``required_permissions`` (HTTP method → permission names;
+      ``HEAD`` and ``OPTIONS`` follow ``GET``; an empty list: any signed-in user);
     - otherwise the HTTP method maps to view/add/change/delete on the view's model; a user
       whose constraints grant the action on some objects passes here and is checked per
       object (``has_object_permission``) and by ``restrict`` on the queryset;
     - read-only API tokens never pass an unsafe method, except a ``preview`` action (it commits nothing).
+
+    Whatever it cannot decide it refuses: a method without a rule, a view without a model or
+    rules, a queryset that cannot be built (its lookup of a parent object failed). A new view
+    that forgot its rule answers 403 rather than serving everyone.
     """
 
     def has_permission(self, request, view) -> bool:
@@ -109,16 +114,31 @@ class RolePermission(BasePermission):
             return False
         explicit = getattr(view, "required_permissions", None)
         if explicit is not None:
-            return user.has_perms(explicit.get(request.method, ()))
+            needed = explicit_rule(explicit, request.method)
+            return needed is not None and user.has_perms(needed)
+        action = view_action(request, view)
         model = view_model(view)
-        if model is None:
-            return request.method in SAFE_METHODS
-        return may_any_or_role(user, view_action(request, view), model)
+        if action is None or model is None:
+            return False
+        return may_any_or_role(user, action, model)
 
     def has_object_permission(self, request, view, obj) -> bool:
         if getattr(view, "required_permissions", None) is not None or not isinstance(obj, Model):
             return True
-        return may(request.user, view_action(request, view), obj)
+        action = view_action(request, view)
+        return action is not None and may(request.user, action, obj)
+
+
+#: Methods that read like GET when a view's ``required_permissions`` does not name them.
+READ_ALIASES = {"HEAD": "GET", "OPTIONS": "GET"}
+
+
+def explicit_rule(rules: Mapping[str, Iterable[str]], method: str) -> tuple[str, ...] | None:
+    """The permissions ``required_permissions`` asks of ``method`` (None: no rule, refused)."""
+    needed = rules.get(method)
+    if needed is None and method in READ_ALIASES:
+        needed = rules.get(READ_ALIASES[method])
+    return None if needed is None else tuple(needed)
 
 
 def may_any_or_role(user: Any, action: str, model: type[Model]) -> bool:
@@ -128,20 +148,22 @@ def may_any_or_role(user: Any, action: str, model: type[Model]) -> bool:
     return constraint_q(user, model, action) is not None
 
 
-def view_action(request, view) -> str:
-    """The action a request asks for: the view's declared verb, else by HTTP method."""
+def view_action(request, view) -> str | None:
+    """The action a request asks for: the view's declared verb, else by HTTP method (None: a
+    method no action stands for)."""
     verb = getattr(view, "verb", None)
     if verb:
         return verb
-    return METHOD_ACTIONS.get(request.method, "change")
+    return METHOD_ACTIONS.get(request.method)
 
 
 def view_model(view) -> type[Model] | None:
+    """The model a view serves, from its queryset (None: it has none, or building it failed)."""
     queryset = getattr(view, "queryset", None)
     if queryset is None and hasattr(view, "get_queryset"):
         try:
             queryset = view.get_queryset()
-        except Exception:  # a view whose queryset needs the request's kwargs: no model-level rule
+        except Exception:  # a lookup the queryset needs failed (a parent object): nothing to grant on
             return None
     return getattr(queryset, "model", None)
 

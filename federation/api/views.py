@@ -26,7 +26,7 @@ from rest_framework.views import APIView
 
 from core.api.viewsets import DryRunMixin, MeridianModelViewSet, ReasonSerializer, RevisionsMixin
 from core.errors import Refused
-from core.permissions import RolePermission
+from core.permissions import RolePermission, explicit_rule
 from fleet.models import Cluster
 from kube.jsonpatch import merge_patch
 
@@ -67,7 +67,8 @@ class PreviewPermission(RolePermission):
         user = request.user
         if not (user and user.is_authenticated and user.is_active):
             return False
-        return user.has_perms(view.required_permissions.get(request.method, ()))
+        needed = explicit_rule(view.required_permissions, request.method)
+        return needed is not None and user.has_perms(needed)
 
 
 # --------------------------------------------------------------------------- policies

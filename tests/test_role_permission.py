@@ -1,0 +1,118 @@
+"""``RolePermission`` refuses what it cannot decide: a method without a rule, a view without a
+model, a queryset whose lookup failed. Small views built here, asked through DRF's request
+cycle (``APIRequestFactory``), so the check is the one every real view gets."""
+
+from __future__ import annotations
+
+import pytest
+from django.http import Http404
+from rest_framework.response import Response
+from rest_framework.test import APIRequestFactory, force_authenticate
+from rest_framework.views import APIView
+
+from core.models import Job
+from core.permissions import RolePermission
+
+pytestmark = pytest.mark.django_db
+
+
+class RuledView(APIView):
+    """GET needs ``core.view_job``; POST and DELETE are implemented but only POST has a rule."""
+
+    permission_classes = [RolePermission]
+    required_permissions = {"GET": ["core.view_job"], "POST": ["core.cancel_job"]}
+
+    def get(self, request):
+        return Response({"ok": True})
+
+    def post(self, request):
+        return Response({"ok": True})
+
+    def delete(self, request):
+        return Response({"ok": True})
+
+
+class OpenRuleView(APIView):
+    """An empty rule: any signed-in user."""
+
+    permission_classes = [RolePermission]
+    required_permissions = {"GET": []}
+
+    def get(self, request):
+        return Response({"ok": True})
+
+
+class ModelessView(APIView):
+    """Neither a queryset nor rules: nothing to grant on."""
+
+    permission_classes = [RolePermission]
+
+    def get(self, request):
+        return Response({"ok": True})
+
+
+class FailedLookupView(APIView):
+    """Its queryset needs a parent object that is not there."""
+
+    permission_classes = [RolePermission]
+
+    def get_queryset(self):
+        raise Http404("no such parent")
+
+    def get(self, request):
+        return Response({"ok": True})
+
+
+class JobsView(APIView):
+    permission_classes = [RolePermission]
+    queryset = Job.objects.all()
+
+    def get(self, request):
+        return Response({"ok": True})
+
+    def put(self, request):
+        return Response({"ok": True})
+
+
+def call(view: type[APIView], method: str, user) -> int:
+    request = getattr(APIRequestFactory(), method)("/probe/")
+    force_authenticate(request, user=user)
+    return view.as_view()(request).status_code
+
+
+def test_a_method_with_a_rule_needs_it(viewer, operator):
+    assert call(RuledView, "get", viewer) == 200
+    assert call(RuledView, "post", viewer) == 403
+    assert call(RuledView, "post", operator) == 200
+
+
+def test_a_method_the_rules_do_not_name_is_refused_even_to_an_admin(admin_user):
+    assert call(RuledView, "delete", admin_user) == 403
+
+
+def test_head_and_options_follow_get(viewer, nobody):
+    assert call(RuledView, "head", viewer) == 200
+    assert call(RuledView, "options", viewer) == 200
+    assert call(RuledView, "head", nobody) == 403
+
+
+def test_a_method_the_view_does_not_implement_is_refused_before_its_405(admin_user):
+    assert call(RuledView, "patch", admin_user) == 403
+
+
+def test_an_empty_rule_admits_any_signed_in_user(nobody):
+    assert call(OpenRuleView, "get", nobody) == 200
+
+
+def test_a_view_without_model_or_rules_is_refused(admin_user):
+    assert call(ModelessView, "get", admin_user) == 403
+
+
+def test_a_failed_lookup_is_refused_not_let_through(admin_user):
+    assert call(FailedLookupView, "get", admin_user) == 403
+
+
+def test_model_views_map_methods_to_actions(viewer, operator, admin_user):
+    assert call(JobsView, "get", viewer) == 200
+    assert call(JobsView, "put", operator) == 403  # change_job: nobody but admins
+    assert call(JobsView, "put", admin_user) == 200
