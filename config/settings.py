@@ -167,7 +167,7 @@ CHANNEL_LAYERS = {
 # --- applications -----------------------------------------------------------------------
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "core.apps.ReadOnlyAdminConfig",  # django.contrib.admin, read-only; not mounted in production
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -1,5 +1,6 @@
 """Top-level URL map: pages per app, the versioned REST API, health and machine endpoints."""
 
+from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
@@ -30,7 +31,6 @@ urlpatterns = [
     path("api/admission/v1/scheduling/mutate", scheduling_webhook.mutate, name="scheduling-admission"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
-    path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
@@ -44,7 +44,10 @@ urlpatterns = [
     path("", include("console.urls")),
 ]
 
-admin.site.site_header = "Meridian"
+if not settings.PRODUCTION:
+    # Read-only (core.admin_site.ReadOnlyAdminSite); production never mounts it: every change goes
+    # through the services and their audit entries, in the Administration section.
+    urlpatterns.insert(-1, path("admin/", admin.site.urls))
 
 handler400 = "core.views.bad_request"
 handler403 = "core.views.permission_denied"

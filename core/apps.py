@@ -1,5 +1,14 @@
 from django.apps import AppConfig
+from django.contrib.admin import apps as admin_apps
 from django.db.models.signals import post_migrate
+
+
+class ReadOnlyAdminConfig(admin_apps.AdminConfig):
+    """Django's admin with ``core.admin_site.ReadOnlyAdminSite`` as its default site: read-only in the
+    embedded mode, never mounted in production (``config/urls.py``)."""
+
+    default = False  # named in INSTALLED_APPS; "core" itself is CoreConfig
+    default_site = "core.admin_site.ReadOnlyAdminSite"
 
 
 class CoreConfig(AppConfig):

@@ -1,7 +1,9 @@
-"""The audit helper every mutating service function calls.
+"""The audit helper every mutating service function calls, and the one way entries go.
 
 Written explicitly (not from model signals) because bulk writes bypass signals and
-because a change is more than a row diff: it has a verb and a reason.
+because a change is more than a row diff: it has a verb and a reason. The log is
+append-only (``core.models.ObjectChange``): ``expire`` — the retention task's — is the only
+path that deletes, and nothing changes an entry.
 """
 
 from __future__ import annotations
@@ -13,10 +15,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.contrib.contenttypes.models import ContentType
-from django.db import models
+from django.db import connection, models, transaction
 
 from .context import current_actor
-from .models import ObjectChange
+from .models import AUDIT_RETENTION, ObjectChange
+
+#: The session setting the PostgreSQL trigger (migration ``core.0005``) reads: DELETE on the
+#: audit table is refused unless it is ``on``, which only ``expire`` sets, for its transaction.
+RETENTION_SETTING = "meridian.audit_retention"
 
 #: Field names never written to the audit log, whatever model they are on.
 SECRET_FIELDS = frozenset({"password", "key_hash", "token_hash", "kubeconfig", "credentials", "secret"})
@@ -88,3 +94,27 @@ def record_change(
         after=_json_safe(after) if after is not None else None,
         reason=reason,
     )
+
+
+def expire(before: dt.datetime) -> int:
+    """Delete the entries older than ``before``: the retention task's path, the only one.
+
+    In one transaction that says so to the database (``SET LOCAL``, switched off again after
+    the one DELETE, so no other statement inherits it) and to the ORM guard (a context
+    variable); everything else that deletes or changes an entry is refused.
+    """
+    marker = AUDIT_RETENTION.set(True)
+    try:
+        with transaction.atomic():
+            _retention_setting("on")
+            deleted, _ = ObjectChange.objects.filter(time__lt=before).delete()
+            _retention_setting("off")  # called inside an outer transaction, it would last until that one's end
+    finally:
+        AUDIT_RETENTION.reset(marker)
+    return deleted
+
+
+def _retention_setting(value: str) -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL {RETENTION_SETTING} = '{value}'")

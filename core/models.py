@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from contextvars import ContextVar
 from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -133,8 +135,34 @@ class Job(models.Model):
         return (self.finished or timezone.now()) - self.started
 
 
+#: Set (``core.audit.expire``) only while the retention task deletes expired entries.
+AUDIT_RETENTION: ContextVar[bool] = ContextVar("meridian_audit_retention", default=False)
+
+
+class AuditImmutable(PermissionDenied):
+    """The audit log is append-only: an entry is never changed, and only the retention task
+    deletes (expired ones). A ``PermissionDenied``, so a request that ever reached it is a 403."""
+
+
+class ObjectChangeQuerySet(models.QuerySet):
+    """No bulk update, and no delete outside retention: the ORM's paths around ``save``."""
+
+    def update(self, **kwargs):
+        raise AuditImmutable("audit log entries are never changed")
+
+    def delete(self):
+        if not AUDIT_RETENTION.get():
+            raise AuditImmutable("audit log entries are deleted only by the retention task (core.audit.expire)")
+        return super().delete()
+
+
 class ObjectChange(models.Model):
-    """One audit log entry: who changed what, when, from where, with before/after snapshots."""
+    """One audit log entry: who changed what, when, from where, with before/after snapshots.
+
+    Append-only: ``save`` of an existing entry, ``delete`` and the queryset's ``update`` and
+    ``delete`` raise ``AuditImmutable`` (outside ``core.audit.expire``); on PostgreSQL a trigger
+    (migration ``core.0005``) refuses the same at the database, for any client.
+    """
 
     class Action(models.TextChoices):
         CREATE = "create", _("Created")
@@ -156,6 +184,8 @@ class ObjectChange(models.Model):
     after = models.JSONField(null=True, blank=True)
     reason = models.TextField(blank=True)
 
+    objects = ObjectChangeQuerySet.as_manager()
+
     class Meta:
         ordering = ["-time", "-pk"]
         indexes = [models.Index(fields=["object_type", "object_id", "time"], name="core_change_object_idx")]
@@ -164,6 +194,16 @@ class ObjectChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor} {self.get_action_display()} {self.object_repr}"
+
+    def save(self, *args, **kwargs) -> None:
+        if not self._state.adding:
+            raise AuditImmutable("audit log entries are never changed")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        if not AUDIT_RETENTION.get():
+            raise AuditImmutable("audit log entries are deleted only by the retention task (core.audit.expire)")
+        return super().delete(*args, **kwargs)
 
 
 class Revision(models.Model):

@@ -8,8 +8,8 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from . import events, jobs, live
-from .models import Job, ObjectChange
+from . import audit, events, jobs, live
+from .models import Job
 from .taskbase import always_idle
 from .worker_signals import live_workers
 
@@ -26,9 +26,10 @@ def publish_system_status() -> dict:
 
 @shared_task(name="core.expire_audit_log", ignore_result=True)
 def expire_audit_log() -> dict:
+    """Retention: entries older than ``MERIDIAN_AUDIT_RETENTION_DAYS`` go (``audit.expire``,
+    the one path the append-only log allows)."""
     cutoff = timezone.now() - timedelta(days=settings.MERIDIAN_AUDIT_RETENTION_DAYS)
-    deleted, _ = ObjectChange.objects.filter(time__lt=cutoff).delete()
-    return {"deleted": deleted}
+    return {"deleted": audit.expire(cutoff)}
 
 
 @shared_task(name="core.expire_jobs", ignore_result=True)
