@@ -4,7 +4,8 @@ degraded federated workloads, clusters not ready, active downgrades.
 Each is one count and one short list, read with a fixed number of SQL statements whatever the
 fleet's size (200k nodes, 500 clusters, 5,000 quota groups): counts are SQL aggregates, lists
 are ``LIMIT``-ed, nothing loops over nodes. A section is there only for those who may read
-what it shows (``core.permissions``); the lists go through ``restrict``.
+what it shows (``core.permissions``: by role, or on some objects through a scoped role); the
+counts and lists go through ``restrict``, so a scoped operator's attention is their scope's.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from core.permissions import may, restrict
+from core.permissions import may, may_any_or_role, restrict
 from federation.models import FederatedObject
 from fleet.models import Cluster
 from nodeconfig import rollout
@@ -67,14 +68,14 @@ class Section:
 def attention(user: Any) -> list[Section]:
     """Every section this user may read, in the order an on-call reads them."""
     sections = []
-    if may(user, "view", Cluster):
+    if may_any_or_role(user, "view", Cluster):
         sections.append(clusters_not_ready(restrict(Cluster.objects.all(), user)))
-    if may(user, "view", ConfigTarget):
+    if may_any_or_role(user, "view", ConfigTarget):
         sections.append(active_downgrades(restrict(ConfigTarget.objects.all(), user)))
     rollouts = rollouts_in_flight(user)
     if rollouts is not None:
         sections.append(rollouts)
-    if may(user, "view", FederatedObject):
+    if may_any_or_role(user, "view", FederatedObject):
         sections.append(degraded_workloads(restrict(FederatedObject.objects.all(), user)))
     groups = restrict(QuotaGroup.objects.all(), user)
     if may(user, "view", QuotaGroup) or groups.exists():
@@ -115,7 +116,7 @@ def rollouts_in_flight(user: Any) -> Section | None:
     parts: list[str] = []
     items: list[Item] = []
     count = 0
-    if may(user, "view", ConfigTarget):
+    if may_any_or_role(user, "view", ConfigTarget):
         targets = restrict(ConfigTarget.objects.all(), user).filter(
             deleted=False, emergency=False, rollout_state__in=ROLLING_STATES).order_by("-updated")
         count += targets.count()
@@ -124,7 +125,7 @@ def rollouts_in_flight(user: Any) -> Section | None:
                        hot=state == ConfigTarget.RolloutState.FAILED)
                   for pk, name, state in targets.values_list("pk", "name", "rollout_state")[:SHOWN]]
         parts.append("nodeconfig:index")
-    if may(user, "view", FederatedObject):
+    if may_any_or_role(user, "view", FederatedObject):
         rolling = restrict(FederatedObject.objects.all(), user).filter(phase=FederatedObject.Phase.ROLLING).order_by("-updated")
         count += rolling.count()
         items += [Item(_object_name(ns, kind, name), reverse("federation:object-detail", args=[pk]),

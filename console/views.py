@@ -12,7 +12,7 @@ from core.diff import shallow
 from core.filtersets import JobFilterSet, ObjectChangeFilterSet
 from core.jobs import cancel_job
 from core.models import Job, ObjectChange
-from core.permissions import may
+from core.permissions import may, may_any_or_role, restrict
 from core.tables import JobTable, ObjectChangeTable, TableMixin
 from core.views import PermissionMixin, VerbViewMixin
 from core.worker_signals import live_workers
@@ -25,7 +25,7 @@ from quotas.models import QuotaGroup
 
 from .overview import attention
 
-#: The overview's live topics, each for those who may view its model (as the consumer checks).
+#: The overview's live topics, each for those who may view its model fleet-wide (as the consumer checks).
 TOPICS = (("fleet", Cluster), ("nodeconfig", ConfigTarget), ("federation", FederatedObject), ("quotas", QuotaGroup))
 
 
@@ -47,22 +47,26 @@ class OverviewView(TemplateView):
         context["attention"] = attention(user)
         if self.request.GET.get("fragment") == "attention":
             return context
-        can = {"fleet": may(user, "view", Cluster), "jobs": may(user, "view", Job),
-               "changes": may(user, "view", ObjectChange)}
+        # Fleet-wide figures for fleet-wide roles; jobs and changes as far as the user may see
+        # them (a scoped role: those of the objects in its scope).
+        can = {"fleet": may(user, "view", Cluster), "jobs": may_any_or_role(user, "view", Job),
+               "changes": may_any_or_role(user, "view", ObjectChange)}
         try:
             workers = live_workers()
         except Exception:  # Redis down: the page still renders and says so
             workers = None
         topics = ["system"] + [topic for topic, model in TOPICS if may(user, "view", model)]
-        context.update(can=can, workers=workers, topics=topics, has_role=any(can.values()), feed_labels=feed_labels())
+        has_role = any(can.values()) or any(section.count or section.items for section in context["attention"])
+        context.update(can=can, workers=workers, topics=topics, has_role=has_role, feed_labels=feed_labels())
         if can["fleet"]:
             context["fleet"] = fleet_summary()
         if can["jobs"]:
-            context.update(jobs_running=Job.objects.filter(status=Job.Status.RUNNING).count(),
-                           jobs_failed=Job.objects.filter(status=Job.Status.FAILED).count(),
-                           recent_jobs=Job.objects.exclude(triggered_by="system:beat")[:8])
+            jobs = restrict(Job.objects.all(), user)
+            context.update(jobs_running=jobs.filter(status=Job.Status.RUNNING).count(),
+                           jobs_failed=jobs.filter(status=Job.Status.FAILED).count(),
+                           recent_jobs=jobs.exclude(triggered_by="system:beat")[:8])
         if can["changes"]:
-            context["recent_changes"] = ObjectChange.objects.select_related("object_type")[:10]
+            context["recent_changes"] = restrict(ObjectChange.objects.select_related("object_type"), user)[:10]
         context.update(emergency_panel_context(self.request))
         return context
 

@@ -18,10 +18,12 @@ class CoreConfig(AppConfig):
     verbose_name = "Meridian core"
 
     def ready(self) -> None:
-        from . import events, roles, schema  # noqa: F401  (schema registers OpenAPI extensions)
+        from . import events, roles, schema, scopes  # noqa: F401  (schema registers OpenAPI extensions)
         from .models import Job, ObjectChange
 
         post_migrate.connect(roles.sync_role_permissions_handler, dispatch_uid="meridian-roles")
+        scopes.register_records(Job)  # a scoped user reads the jobs and audit entries of what is in scope
+        scopes.register_records(ObjectChange)
         events.register_topic_kind("system")
         events.register_topic_kind("job", model=Job, lookup=_job)
         events.register_topic_kind("audit", model=ObjectChange)

@@ -36,14 +36,19 @@ Lookup = Callable[[str], Any]
 class TopicKind:
     """Who may subscribe: ``view`` on ``model`` (per object when the topic names one and
     ``lookup`` finds it), through ``core.permissions`` like every page and API call; a kind
-    with no model is open to every signed-in user."""
+    with no model is open to every signed-in user.
+
+    A kind-wide topic (``fleet``, ``nodeconfig``, ``quotas``, …) carries events about any
+    object of the kind, so it needs ``view`` fleet-wide (the role): a user who may view some
+    objects only (a scoped role, a quota owner) subscribes to their objects' own topics
+    (``cluster-<name>``, ``nodeconfig-target-<id>``, ``federation-object-<id>``, ``job-<id>``)."""
 
     name: str
     model: Any = None
     lookup: Lookup | None = None
 
     def allows(self, user: Any, object_id: str | None) -> bool:
-        from .permissions import may, may_any_or_role
+        from .permissions import may
 
         if not (user and user.is_authenticated and user.is_active):
             return False
@@ -52,7 +57,7 @@ class TopicKind:
         if object_id is not None and self.lookup is not None:
             obj = self.lookup(object_id)
             return obj is not None and may(user, "view", obj)
-        return may_any_or_role(user, "view", self.model)
+        return may(user, "view", self.model)
 
 
 _kinds: dict[str, TopicKind] = {}

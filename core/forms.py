@@ -9,6 +9,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from .errors import NON_FIELD, Refused
+from .permissions import restrict
 
 
 class BlockFieldsForm(forms.Form):
@@ -18,6 +19,15 @@ class BlockFieldsForm(forms.Form):
         super().__init__(*args, **kwargs)
         for field in self.fields.values():
             field.template_name = "core/field_block.html"
+
+
+def limit_choices(form: forms.Form, user: Any) -> forms.Form:
+    """Every model choice of ``form`` limited to the objects ``user`` may view
+    (``core.permissions.restrict``): a fleet-wide role sees every cluster, a scoped one its own."""
+    for field in form.fields.values():
+        if isinstance(field, forms.ModelChoiceField):
+            field.queryset = restrict(field.queryset, user, "view")
+    return form
 
 
 def yaml_error(exc: yaml.YAMLError, unmarked: Any = None) -> str:

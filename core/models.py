@@ -241,3 +241,66 @@ class Revision(models.Model):
         if not self._state.adding:
             raise ValueError(f"{type(self).__name__} rows are immutable; write a new revision instead")
         super().save(*args, **kwargs)
+
+
+class Identity(models.Model):
+    """A person at the identity provider (issuer + subject, the ID token's ``iss`` and ``sub``)
+    and the Meridian user they sign in as (``core.sso``): the link survives a renamed username
+    or email at the provider."""
+
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="identities")
+    #: The groups claim at the last sign-in (or access token that carried one).
+    groups = models.JSONField(default=list, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    last_seen = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="core_identity_subject")]
+        verbose_name_plural = _("identities")
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
+
+
+class RoleBinding(models.Model):
+    """A role held on part of the fleet only (Argo CD's projects, NetBox's tenants): an operator
+    of ``team-a``'s clusters, a viewer of a quota subtree, an operator of federation namespaces.
+
+    The role's permissions (``core.roles``: viewer or operator) apply to the objects in the
+    scope and nowhere else (``core.scopes`` turns bindings into object constraints of the one
+    permission system). Admin is never scoped. ``source`` says who manages the binding: the
+    Administration section (``manual``) or the single sign-on group mapping (``sso``), which
+    replaces its own at every sign-in.
+    """
+
+    class Scope(models.TextChoices):
+        CLUSTERS = "clusters", _("Clusters")
+        QUOTA = "quota", _("Quota subtree")
+        NAMESPACES = "namespaces", _("Federation namespaces")
+
+    class Source(models.TextChoices):
+        MANUAL = "manual", _("Administration")
+        SSO = "sso", _("Single sign-on group")
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="role_bindings")
+    role = models.CharField(max_length=16)
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    #: Clusters' names, quota groups' names (each with its subtree) or namespaces.
+    names = models.JSONField(default=list, blank=True)
+    #: Clusters only: a label selector over the clusters' labels (as well as ``names``).
+    selector = models.CharField(max_length=500, blank=True)
+    source = models.CharField(max_length=8, choices=Source.choices, default=Source.MANUAL)
+    #: The provider group a ``sso`` binding comes from.
+    group = models.CharField(max_length=255, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    created_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["user_id", "scope", "pk"]
+        indexes = [models.Index(fields=["user", "scope"], name="core_rolebinding_user_idx")]
+
+    def __str__(self) -> str:
+        what = ", ".join(self.names) + (f" + {self.selector}" if self.selector else "")
+        return f"{self.role} of {self.get_scope_display().lower()} {what or '—'}"

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from django.apps import apps
+from django.core.exceptions import PermissionDenied
 from django.db.models import Model, Q, QuerySet
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
@@ -69,6 +71,17 @@ def may(user: Any, action: str, obj: Model | type[Model]) -> bool:
     return q is not None and type(obj)._default_manager.filter(q, pk=obj.pk).exists()
 
 
+def stays_within(user: Any, action: str, obj: Model | None) -> None:
+    """After a write by a user who holds ``action`` on some objects only: its object, re-read,
+    must still be one of them (not moved to another cluster, namespace or subtree, not created
+    outside), else ``PermissionDenied`` — raised inside the write's transaction, rolling it back."""
+    if not isinstance(obj, Model) or obj.pk is None:
+        return
+    fresh = type(obj)._default_manager.filter(pk=obj.pk).first()
+    if fresh is not None and not may(user, action, fresh):
+        raise PermissionDenied("This would put the object outside the part of the fleet you manage.")
+
+
 def may_any(user: Any, action: str, model: type[Model]) -> bool:
     """May ``user`` do ``action`` to at least some objects of ``model``?"""
     if not _active(user):
@@ -95,7 +108,9 @@ class RolePermission(BasePermission):
     - a viewset's extra action declares its verb: ``@action(..., verb="rollback")`` needs
       ``<app>.rollback_<model>`` on the object (or model-wide for list actions);
     - views without a queryset declare ``required_permissions`` (HTTP method → permission names;
-      ``HEAD`` and ``OPTIONS`` follow ``GET``; an empty list: any signed-in user);
+      ``HEAD`` and ``OPTIONS`` follow ``GET``; an empty list: any signed-in user), held
+      fleet-wide — or, for a view that restricts what it shows and checks each object itself
+      (``scoped_rules = True``), on some objects at least;
     - otherwise the HTTP method maps to view/add/change/delete on the view's model; a user
       whose constraints grant the action on some objects passes here and is checked per
       object (``has_object_permission``) and by ``restrict`` on the queryset;
@@ -110,12 +125,16 @@ class RolePermission(BasePermission):
         user = request.user
         if not _active(user):
             return False
-        if request.method not in SAFE_METHODS and not getattr(view, "preview", False) and not token_may_write(request):
+        if request.method not in SAFE_METHODS and not is_preview(view) and not token_may_write(request):
             return False
         explicit = getattr(view, "required_permissions", None)
         if explicit is not None:
             needed = explicit_rule(explicit, request.method)
-            return needed is not None and user.has_perms(needed)
+            if needed is None:
+                return False
+            if getattr(view, "scoped_rules", False):
+                return all(holds_somewhere(user, permission) for permission in needed)
+            return user.has_perms(needed)
         action = view_action(request, view)
         model = view_model(view)
         if action is None or model is None:
@@ -139,6 +158,19 @@ def explicit_rule(rules: Mapping[str, Iterable[str]], method: str) -> tuple[str,
     if needed is None and method in READ_ALIASES:
         needed = rules.get(READ_ALIASES[method])
     return None if needed is None else tuple(needed)
+
+
+def holds_somewhere(user: Any, permission: str) -> bool:
+    """``app.action_model`` held fleet-wide or, through a constraint, on some objects."""
+    if user.has_perm(permission):
+        return True
+    app_label, _, codename = permission.partition(".")
+    action, _, model_name = codename.rpartition("_")
+    try:
+        model = apps.get_model(app_label, model_name)
+    except LookupError:
+        return False
+    return constraint_q(user, model, action) is not None
 
 
 def may_any_or_role(user: Any, action: str, model: type[Model]) -> bool:
@@ -166,6 +198,13 @@ def view_model(view) -> type[Model] | None:
         except Exception:  # a lookup the queryset needs failed (a parent object): nothing to grant on
             return None
     return getattr(queryset, "model", None)
+
+
+def is_preview(view) -> bool:
+    """Is this request's action a preview (commits nothing)? ``is True``: a viewset may have a
+    *method* named ``preview`` (a bound method is truthy, and would open every write of that
+    viewset to read-only tokens)."""
+    return getattr(view, "preview", False) is True
 
 
 def token_may_write(request) -> bool:

@@ -15,6 +15,8 @@ from typing import Any
 
 VIEWER, OPERATOR, ADMIN = "viewer", "operator", "admin"
 ROLES = (VIEWER, OPERATOR, ADMIN)
+#: Roles a binding may hold on part of the fleet (``core.scopes``): admin is never scoped.
+SCOPED_ROLES = (VIEWER, OPERATOR)
 
 MERIDIAN_APPS = ("core", "fleet", "nodeconfig", "quotas", "federation", "scheduling", "console")
 ADMIN_EXTRA_APPS = ("auth",)
@@ -26,6 +28,17 @@ OPERATOR_PERMISSIONS: set[str] = {"core.cancel_job"}
 
 def grant_to_operators(*perms: str) -> None:
     OPERATOR_PERMISSIONS.update(perms)
+
+
+def role_grants(role: str, permission: str) -> bool:
+    """Does ``role`` hold ``permission`` (``app.codename``)? The rules ``role_permissions`` writes
+    into the groups, asked without the database: what a scoped binding of the role grants."""
+    app_label, _, codename = permission.partition(".")
+    if app_label not in MERIDIAN_APPS:
+        return role == ADMIN and app_label in ADMIN_EXTRA_APPS
+    if role == ADMIN or codename.startswith("view_"):
+        return role in ROLES
+    return role == OPERATOR and permission in OPERATOR_PERMISSIONS
 
 
 def role_permissions(permission_model: Any) -> dict[str, Any]:

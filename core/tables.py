@@ -34,6 +34,8 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 from django_tables2.rows import BoundRow
 
+from .permissions import restrict
+
 PER_PAGE_CHOICES = (25, 50, 100, 500)
 DEFAULT_PER_PAGE = 50
 EXPORT_CHUNK = 2000
@@ -206,8 +208,10 @@ def _choose_columns(request: HttpRequest, table: BaseTable) -> None:
 
 def build_table(request: HttpRequest, table_class: type[BaseTable], queryset: QuerySet, *, prefix: str = "",
                 rows: Rows | None = None, **kwargs: Any) -> BaseTable:
-    """The table for this request: searched, sorted, with the chosen columns (not yet paginated;
-    the export wants every row, the page one page)."""
+    """The table for this request: the rows the user may view (``core.permissions.restrict``:
+    a scoped role's page and its CSV export show its scope), searched, sorted, with the chosen
+    columns (not yet paginated; the export wants every row, the page one page)."""
+    queryset = restrict(queryset, request.user, "view")
     text = query_param(request, f"{prefix}q")
     if text and table_class.search_fields:
         queryset = queryset.filter(search_q(table_class.search_fields, text))

@@ -9,14 +9,15 @@ from typing import Any
 
 from django.contrib.auth.mixins import AccessMixin
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import Model
 from django.http import HttpResponse
 from django.shortcuts import redirect
 
 from . import concurrency
 from .errors import Refused
-from .forms import DiffForm, add_refusal
-from .permissions import may, may_any_or_role
+from .forms import DiffForm, add_refusal, limit_choices
+from .permissions import may, may_any_or_role, permission_name, stays_within
 from .revisions import diff_revisions
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -25,13 +26,26 @@ SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 class PermissionMixin(AccessMixin):
     """Reading a page needs ``view`` on ``model`` (by role, or on some objects through a
     constraint); a POST needs ``action`` (``add``/``change``/``delete`` or a verb). Object pages
-    check the object itself in ``get_object``."""
+    check the object itself in ``get_object``.
+
+    A user who holds the action on some objects only (a scoped role, a quota owner) writes in
+    one transaction that must leave its object (``self.object``) among those they may act on:
+    a change that would move it out of their scope (another cluster, another namespace) is
+    rolled back and refused. Creating needs the action fleet-wide, unless the page checks
+    where the new object goes itself (``scoped_create``: quota groups, asked of the parent).
+    """
 
     model: type[Model]
     #: What a POST does (a verb view sets its verb); None: the page is read-only.
     action: str | None = None
     #: Another model whose view permission the page needs instead (pages about several models).
     permission_model: type[Model] | None = None
+    #: A scoped user may create here: the page sets ``self.object`` to what it created, which
+    #: must be in their scope (else the creation is rolled back).
+    scoped_create = False
+    #: The page shows fleet-wide figures (water levels and weights, the CPU fleet view): it
+    #: needs ``view`` fleet-wide, not on some objects.
+    fleet_wide = False
 
     def dispatch(self, request, *args, **kwargs):
         if not request.user.is_authenticated:
@@ -39,11 +53,20 @@ class PermissionMixin(AccessMixin):
         model = self.permission_model or self.model
         if not may_any_or_role(request.user, "view", model):
             raise PermissionDenied
-        if request.method not in SAFE_METHODS and not self.action:
+        if self.fleet_wide and not may(request.user, "view", model):
             raise PermissionDenied
-        if request.method not in SAFE_METHODS and not may_any_or_role(request.user, self.action, model):
+        if request.method in SAFE_METHODS:
+            return super().dispatch(request, *args, **kwargs)
+        if not self.action or not may_any_or_role(request.user, self.action, model):
             raise PermissionDenied
-        return super().dispatch(request, *args, **kwargs)
+        if request.user.has_perm(permission_name(model, self.action)):
+            return super().dispatch(request, *args, **kwargs)
+        if self.action == "add" and not self.scoped_create:
+            raise PermissionDenied
+        with transaction.atomic():
+            response = super().dispatch(request, *args, **kwargs)
+            stays_within(request.user, self.action, getattr(self, "object", None))
+        return response
 
     def get_object(self, queryset=None) -> Model:
         obj = super().get_object(queryset)  # type: ignore[misc]
@@ -52,6 +75,11 @@ class PermissionMixin(AccessMixin):
         if self.request.method not in SAFE_METHODS and self.action and not may(self.request.user, self.action, obj):
             raise PermissionDenied
         return obj
+
+    def get_form(self, form_class=None):
+        """A form view's form, its object choices limited to what the user may view (a scoped
+        operator picks among their clusters)."""
+        return limit_choices(super().get_form(form_class), self.request.user)  # type: ignore[misc]
 
     def can(self, action: str, obj: Model | None = None) -> bool:
         """For templates and ``write_forms``: may the user do ``action`` (on ``obj``)?"""

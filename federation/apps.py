@@ -30,12 +30,40 @@ class FederationConfig(AppConfig):
 
         cluster_cordoned.connect(services.cluster_cordoned, dispatch_uid="federation-cluster-cordoned")
         live.register(OBJECT_LIVE, object_events)
+        _scope()
         register_topic_kind("federation", model=FederatedObject)
         register_topic_kind("federation-object", model=FederatedObject, lookup=_object)
         register_topic_kind("water-levels", model=Cluster)
         from .documents import register_documents
 
         register_documents()  # policies and federated objects as meridian.io/v1 documents (config as code)
+
+
+def _scope() -> None:
+    """Namespace bindings reach the federated objects and policies of their namespaces
+    (fleet-wide policies stay fleet-wide roles'); cluster bindings the members placed on their
+    clusters and the clusters' water levels."""
+    from core import scopes
+    from core.models import RoleBinding
+
+    from .models import (
+        FederatedObject,
+        FederatedRevision,
+        MemberObject,
+        OverridePolicy,
+        PropagationPolicy,
+        WaterLevelRollup,
+        WaterLevelSample,
+    )
+
+    namespaces, clusters = RoleBinding.Scope.NAMESPACES, RoleBinding.Scope.CLUSTERS
+    scopes.register_kind(namespaces, scopes.names_q("namespace"))
+    for model in (FederatedObject, PropagationPolicy, OverridePolicy):
+        scopes.register_scoped(model, namespaces, subject=True)
+    for model in (FederatedRevision, MemberObject):
+        scopes.register_scoped(model, namespaces, via="object")
+    for model in (MemberObject, WaterLevelSample, WaterLevelRollup):
+        scopes.register_scoped(model, clusters, via="cluster")
 
 
 def _object(object_id: str):

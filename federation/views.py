@@ -705,6 +705,7 @@ class WaterLevelsView(PermissionMixin, TemplateView):
     """Fleet totals, per-cluster levels and weights with cordon controls, and the charts."""
 
     model = Cluster
+    fleet_wide = True  # weights and totals are the fleet's
     template_name = "federation/water_levels.html"
 
     def get_context_data(self, **kwargs):
@@ -736,6 +737,7 @@ class WaterLevelsJSONView(PermissionMixin, View):
     """The dashboard's data for live refreshes and the hour picker (same JSON as embedded)."""
 
     model = Cluster
+    fleet_wide = True
 
     def get(self, request, *args, **kwargs):
         """``?hours=`` picks a window; ``?start=&end=`` (epoch ms) a zoomed range, whose

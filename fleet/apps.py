@@ -15,7 +15,10 @@ class FleetConfig(AppConfig):
         from .models import Cluster
         from .tokens import forget_cached_tokens
 
+        from . import scoping
+
         grant_to_operators("fleet.sync_cluster", "fleet.cordon_cluster")
+        scoping.register()
         register_topic_kind("fleet", model=Cluster)
         register_topic_kind("cluster", model=Cluster, lookup=lambda name: Cluster.objects.filter(name=name).first())
         database_restored.connect(forget_cached_tokens, dispatch_uid="fleet-forget-cached-tokens")

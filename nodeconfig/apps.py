@@ -23,6 +23,7 @@ class NodeconfigConfig(AppConfig):
         grant_to_operators("nodeconfig.add_configtarget", "nodeconfig.change_configtarget", "nodeconfig.delete_configtarget",
                            "nodeconfig.rollback_configtarget", "nodeconfig.rollout_configtarget",
                            "nodeconfig.downgrade_configtarget")
+        _scope()
         register_topic_kind("nodeconfig", model=ConfigTarget)
         register_topic_kind("nodeconfig-target", model=ConfigTarget, lookup=_target)
         live.register(TARGET_LIVE, progress_events)
@@ -38,6 +39,21 @@ class NodeconfigConfig(AppConfig):
         from .etags import forget_all_etags
 
         database_restored.connect(forget_all_etags, dispatch_uid="nodeconfig-forget-etags")
+
+
+def _scope() -> None:
+    """Cluster bindings reach the targets of their clusters (fleet-wide ones stay fleet-wide
+    roles'), the nodes' configs and the revisions; config types are schemas, readable by all."""
+    from core import scopes
+    from core.models import RoleBinding
+
+    from .models import ConfigRevision, ConfigTarget, ConfigType, NodeConfig
+
+    clusters = RoleBinding.Scope.CLUSTERS
+    scopes.register_scoped(ConfigTarget, clusters, via="cluster", subject=True)
+    scopes.register_scoped(NodeConfig, clusters, via="cluster")
+    scopes.register_scoped(ConfigRevision, clusters, via="target__cluster")
+    scopes.register_scoped(ConfigType, clusters, via=scopes.EVERYTHING)
 
 
 def _target(object_id: str):

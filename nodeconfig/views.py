@@ -28,7 +28,7 @@ from django.views.generic import DetailView, FormView, TemplateView
 from core import concurrency
 from core.errors import Refused
 from core.forms import add_refusal
-from core.permissions import may, may_any_or_role
+from core.permissions import may, may_any_or_role, restrict
 from core.tables import TableMixin, query_param
 from core.views import PermissionMixin, RevisionDiffMixin, VerbViewMixin
 from fleet.models import Cluster, Node
@@ -80,25 +80,41 @@ def live_context() -> dict[str, Any]:
 
 def emergency_panel_context(request) -> dict[str, Any]:
     """The overview's emergency panel: active downgrades with live progress, and the form."""
-    if not may(request.user, "view", ConfigTarget):
+    user = request.user
+    if not may_any_or_role(user, "view", ConfigTarget):
         return {}
-    active = list(targets_with_relations().filter(emergency=True, deleted=False))
+    active = list(restrict(targets_with_relations().filter(emergency=True, deleted=False), user))
     progress = rollout.progress_many(active)
     for target in active:
         target.progress = with_bar(progress[target.pk])
         target.scope = services.scope_text(target)
-    can_downgrade = may(request.user, "downgrade", ConfigTarget)
-    return {"emergency_targets": active, "emergency_form": EmergencyForm() if can_downgrade else None,
+    can_downgrade = may_any_or_role(user, "downgrade", ConfigTarget)
+    return {"emergency_targets": active, "emergency_form": emergency_form(user) if can_downgrade else None,
             "can_downgrade": can_downgrade, **live_context()}
+
+
+def emergency_form(user: Any, *args: Any, **kwargs: Any) -> EmergencyForm:
+    """The downgrade form as this user may use it: a scoped operator picks among their own
+    clusters and is not offered the whole fleet (the downgrade is checked again when made)."""
+    form = EmergencyForm(*args, **kwargs)
+    if not may(user, "downgrade", ConfigTarget):
+        form.fields["cluster"].queryset = restrict(form.fields["cluster"].queryset, user, "view")
+        form.fields["scope"].choices = [c for c in form.fields["scope"].choices if c[0] != "fleet"]
+        form.fields["scope"].initial = "cluster"
+    return form
 
 
 class WritePagePermissionMixin(PermissionMixin):
     """A page that exists only to make a change (a create or import form): showing it needs
-    the change's permission too, not just ``view``; a viewer is not offered forms they cannot submit."""
+    the change's permission too, not just ``view``; a viewer is not offered forms they cannot submit
+    (nor a scoped operator a create page that creates fleet-wide: ``scoped_create``)."""
 
     def dispatch(self, request, *args, **kwargs):
-        if request.user.is_authenticated and self.action and not may_any_or_role(request.user, self.action, self.model):
-            raise PermissionDenied
+        if request.user.is_authenticated and self.action:
+            somewhere = self.action != "add" or self.scoped_create
+            allowed = (may_any_or_role if somewhere else may)(request.user, self.action, self.model)
+            if not allowed:
+                raise PermissionDenied
         return super().dispatch(request, *args, **kwargs)
 
 
@@ -131,7 +147,7 @@ class IndexView(PermissionMixin, TableMixin, TemplateView):
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
-        emergencies = list(targets_with_relations().filter(deleted=False, emergency=True))
+        emergencies = list(restrict(targets_with_relations().filter(deleted=False, emergency=True), self.request.user))
         progress = rollout.progress_many(emergencies)
         for target in emergencies:
             target.progress = progress[target.pk]
@@ -231,7 +247,7 @@ class TargetDetailView(RevisionDiffMixin, PermissionMixin, DetailView):
         return {
             "node_filter": form, "node_rows": page[:NODE_PAGE], "paged": bool(after),
             "next_query": query.urlencode() if last is not None else None,
-            "clusters": Cluster.objects.order_by("name").values_list("name", flat=True),
+            "clusters": restrict(Cluster.objects.order_by("name"), self.request.user).values_list("name", flat=True),
         }
 
 
@@ -313,6 +329,7 @@ class TargetCreateView(WritePagePermissionMixin, FormView):
     template_name = "nodeconfig/target_form.html"
     form_class = TargetForm
     target: ConfigTarget | None = None
+    scoped_create = True  # a scoped operator creates targets on their clusters (self.object, checked)
 
     def get_initial(self):
         return {"type": self.request.GET.get("type")} if self.request.GET.get("type") else {}
@@ -337,6 +354,7 @@ class TargetCreateView(WritePagePermissionMixin, FormView):
         except Refused as exc:
             add_refusal(form, exc)
             return self.form_invalid(form)
+        self.object = target  # PermissionMixin: a scoped operator's target must stay on their clusters
         if created:
             messages.success(self.request, _("Created %(target)s.") % {"target": target})
         elif target.revision_id == before:
@@ -403,9 +421,13 @@ class EmergencyView(PermissionMixin, FormView):
     template_name = "nodeconfig/emergency.html"
     form_class = EmergencyForm
 
+    def get_form(self, form_class=None):
+        return emergency_form(self.request.user, **self.get_form_kwargs())
+
     def get_context_data(self, **kwargs):
         context = emergency_panel_context(self.request) | super().get_context_data(**kwargs)
-        context.update(emergency_form=context["form"], topics=["nodeconfig"])
+        context.update(emergency_form=context["form"], topics=["nodeconfig"] if may(self.request.user, "view", ConfigTarget)
+                       else [])
         return context
 
     def form_valid(self, form):
@@ -414,6 +436,7 @@ class EmergencyView(PermissionMixin, FormView):
         except Refused as exc:
             add_refusal(form, exc)
             return self.form_invalid(form)
+        self.object = target  # PermissionMixin: a scoped operator's downgrade must be of their clusters
         if created:
             messages.warning(self.request, _("Emergency downgrade started for %(scope)s: reclaim goes off as the "
                                              "downgrade is delivered to the nodes.") % {"scope": services.scope_text(target)})

@@ -18,6 +18,7 @@ class QuotasConfig(AppConfig):
         from .models import QuotaGroup
 
         delegation.register()
+        delegation.register_scope()
         register_topic_kind("quotas", model=QuotaGroup)
         from .documents import register_documents
 

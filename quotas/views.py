@@ -329,7 +329,7 @@ def charges_page(group: QuotaGroup, number_text: str | None) -> Page:
 def history(group: QuotaGroup) -> list[QuotaGroupRevision]:
     """The group's revisions, newest first, each with what changed since the one before."""
     rows = list(group.revisions.order_by("-number")[: HISTORY_ROWS + 1])
-    for newer, older in zip(rows, [*rows[1:], None], strict=True):
+    for newer, older in zip(rows, [*rows[1:], None][: len(rows)], strict=True):  # none yet: a group made outside the services
         newer.changes = [{"field": c["path"], "before": _shown(c["old"]), "after": _shown(c["new"])}
                          for c in diff(older.spec() if older else {}, newer.spec())]
     return rows[:HISTORY_ROWS]
@@ -514,6 +514,7 @@ class GroupCreateView(PermissionMixin, FormView):
     action = "add"
     template_name = "quotas/group_form.html"
     form_class = GroupCreateForm
+    scoped_create = True  # owners and subtree operators create below what they manage (checked here, and on self.object)
 
     @cached_property
     def parent_name(self) -> str | None:
@@ -573,6 +574,7 @@ class GroupCreateView(PermissionMixin, FormView):
         except Refused as exc:
             add_refusal(form, exc)
             return self.form_invalid(form)
+        self.object = group
         messages.success(self.request, _("Created %(group)s.") % {"group": group.name})
         return redirect(group_url(group.name))
 

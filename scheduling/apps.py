@@ -47,9 +47,24 @@ class SchedulingConfig(AppConfig):
         from .cpu_services import forget_agent_bodies
 
         grant_to_operators("scheduling.allocate_nodecpu", "scheduling.release_isolate_nodecpu", "scheduling.change_nodecpu")
+        _scope()
         nodes_changed.connect(_queue_cpu_reconcile, dispatch_uid="scheduling-cpu-nodes-changed")
         workloads_changed.connect(_queue_cpu_reconcile, dispatch_uid="scheduling-cpu-workloads-changed")
         database_restored.connect(forget_agent_bodies, dispatch_uid="scheduling-forget-cpuset-bodies")
+
+
+def _scope() -> None:
+    """Cluster bindings reach the CPU state of their clusters' nodes (scheduling policies and
+    templates are fleet-wide: a fleet-wide role's)."""
+    from core import scopes
+    from core.models import RoleBinding
+
+    from .models import CPUAllocation, CPUClaim, NodeCPU
+
+    clusters = RoleBinding.Scope.CLUSTERS
+    scopes.register_scoped(NodeCPU, clusters, via="cluster", subject=True)
+    for model in (CPUAllocation, CPUClaim):
+        scopes.register_scoped(model, clusters, via="node_cpu__cluster")
 
 
 def _queue_cpu_reconcile(sender, cluster, **_) -> None:

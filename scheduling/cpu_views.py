@@ -19,7 +19,7 @@ from django.utils.translation import gettext_lazy
 from django.views.generic import DetailView, TemplateView
 
 from core import concurrency
-from core.permissions import may
+from core.permissions import may, restrict
 from core.views import PermissionMixin, VerbViewMixin
 
 from . import cpu_services as services
@@ -106,7 +106,7 @@ class CPUFleetView(PermissionMixin, TemplateView):
         form = FleetFilterForm(self.request.GET or None)
         values = form.values() if self.request.GET else FleetFilterForm().initial | {
             "cluster": "", "request": None, "sort": SORTS[0][0], "page": 1}
-        queryset = NodeCPU.objects.all()
+        queryset = restrict(NodeCPU.objects.all(), self.request.user)  # a scoped role: its clusters' nodes
         if values["cluster"]:
             queryset = queryset.filter(cluster__name=values["cluster"])
         view = services.fleet_view(queryset, values["request"])

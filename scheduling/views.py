@@ -26,6 +26,7 @@ from django.views.generic import DetailView, FormView, TemplateView
 from core import concurrency
 from core.errors import Refused
 from core.forms import add_refusal
+from core.permissions import restrict
 from core.tables import TableMixin, build_table
 from core.views import PermissionMixin, RevisionDiffMixin, VerbViewMixin
 from fleet.models import Cluster
@@ -546,7 +547,8 @@ class WebhookView(WebhookPageMixin, FormView):
     form_class = WebhookForm
 
     def get_form_kwargs(self):
-        kwargs = super().get_form_kwargs() | {"clusters": list(Cluster.objects.order_by("name").values_list("name", flat=True))}
+        clusters = restrict(Cluster.objects.order_by("name"), self.request.user).values_list("name", flat=True)
+        kwargs = super().get_form_kwargs() | {"clusters": list(clusters)}
         if self.request.method == "GET" and self.request.GET.get("cluster"):
             kwargs["data"] = self.request.GET
         return kwargs

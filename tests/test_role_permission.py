@@ -116,3 +116,20 @@ def test_model_views_map_methods_to_actions(viewer, operator, admin_user):
     assert call(JobsView, "get", viewer) == 200
     assert call(JobsView, "put", operator) == 403  # change_job: nobody but admins
     assert call(JobsView, "put", admin_user) == 200
+
+
+def test_a_read_only_token_writes_nothing_even_where_a_viewset_has_a_preview_method(operator):
+    """ConfigTargetViewSet has a method named ``preview``: a truthy attribute that once let a
+    read-only token past the write check on every route of the viewset."""
+    from nodeconfig.models import ConfigType
+    from nodeconfig.services import TargetSpec, save_target
+    from tests.conftest import token_client
+
+    target, _ = save_target(ConfigType.objects.get(name="AdminQoSConfiguration"),
+                            TargetSpec(name="hdd", node_label_selector="diskMode=hdd", config={}), reason="test")
+    read_only = token_client(operator, write_enabled=False)
+    url = f"/api/v1/nodeconfig/targets/{target.pk}/"
+    assert read_only.patch(url, {"reason": "x", "priority": 0}, format="json").status_code == 403
+    assert read_only.delete(url, {"reason": "x"}, format="json").status_code == 403
+    assert read_only.post("/api/v1/nodeconfig/targets/", {}, format="json").status_code == 403
+    assert read_only.post("/api/v1/nodeconfig/targets/import/", {"yaml": ""}, format="json").status_code == 403

@@ -19,7 +19,8 @@ def test_password_exchange_gives_a_token_stored_only_as_a_hash(viewer):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
     me = client.get("/api/v1/auth/me/")
-    assert me.status_code == 200 and me.json() == {"username": viewer.username, "role": "viewer", "is_superuser": False}
+    assert me.status_code == 200 and me.json() == {"username": viewer.username, "role": "viewer", "is_superuser": False,
+                                                   "scoped_roles": []}
     listed = client.get("/api/v1/auth/tokens/").json()["results"]
     assert [t["key_prefix"] for t in listed] == [raw[:8]] and "token" not in listed[0]
 

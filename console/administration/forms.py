@@ -11,8 +11,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils.translation import gettext_lazy as _
 
+from core.bindings import Grant
 from core.forms import BlockFieldsForm, VersionField
-from core.roles import ROLES
+from core.models import RoleBinding
+from core.roles import ROLES, SCOPED_ROLES
 from fleet.models import ClusterToken
 
 ROLE_CHOICES = [("", _("none (signed in, reads nothing)"))] + [(role, role) for role in ROLES]
@@ -39,6 +41,29 @@ class UserRoleForm(BlockFieldsForm):
 class UserActiveForm(BlockFieldsForm):
     active = forms.TypedChoiceField(choices=[("1", "1"), ("0", "0")], coerce=lambda v: v == "1", widget=forms.HiddenInput)
     reason = forms.CharField(max_length=500, required=False, label=_("Reason"), help_text=_("Kept in the audit log."))
+
+
+class RoleBindingForm(BlockFieldsForm):
+    """A role on part of the fleet (``core.bindings`` decides what is valid)."""
+
+    role = forms.ChoiceField(choices=[(role, role) for role in SCOPED_ROLES], label=_("Role"),
+                             help_text=_("viewer reads, operator also rolls out, rolls back, cordons and downgrades — "
+                                         "only within the scope."))
+    scope = forms.ChoiceField(choices=RoleBinding.Scope.choices, label=_("Scope"))
+    names = forms.CharField(required=False, max_length=10_000, label=_("Names"),
+                            help_text=_("Comma-separated: clusters, quota groups (each with its subtree) or namespaces."))
+    selector = forms.CharField(required=False, max_length=500, label=_("Cluster label selector"),
+                               help_text=_("Clusters only, as well as the names, e.g. team=a,env in (prod)."))
+    reason = forms.CharField(max_length=500, required=False, label=_("Reason"), help_text=_("Kept in the audit log."))
+
+    def grant(self) -> Grant:
+        data = self.cleaned_data
+        names = tuple(name.strip() for name in data["names"].split(",") if name.strip())
+        return Grant(data["role"], data["scope"], names, data["selector"])
+
+
+class RoleBindingRevokeForm(BlockFieldsForm):
+    reason = forms.CharField(max_length=500, required=False, label=_("Reason"))
 
 
 class APITokenIssueForm(BlockFieldsForm):

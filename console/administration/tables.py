@@ -245,3 +245,49 @@ class QuotaOwnerTable(BaseTable):
 
     def value_owners(self, record) -> str:
         return " ".join(u.get_username() for u in record.owners.all())
+
+
+class RoleBindingTable(BaseTable):
+    """Scoped role bindings: who holds which role on which clusters, quota subtree or
+    namespaces, and where the binding comes from (the Administration, or a provider group)."""
+
+    user = tables.Column(verbose_name=gettext_lazy("User"), accessor="user__username",
+                         linkify=("administration:user-detail", {"pk": tables.A("user_id")}))
+    role = tables.Column(verbose_name=gettext_lazy("Role"))
+    scope = tables.Column(verbose_name=gettext_lazy("Scope"))
+    names = tables.Column(verbose_name=gettext_lazy("On"), orderable=False, empty_values=())
+    source = tables.Column(verbose_name=gettext_lazy("From"))
+    created = tables.DateTimeColumn(verbose_name=gettext_lazy("Since"), format="Y-m-d H:i")
+    revoke = tables.Column(verbose_name=gettext_lazy("Actions"), accessor="pk", orderable=False, exclude_from_export=True,
+                           empty_values=())
+
+    search_fields = ("user__username", "role", "scope", "selector", "group")
+    export_name = "meridian-role-bindings"
+
+    class Meta(BaseTable.Meta):
+        order_by = ("user",)
+        empty_text = gettext_lazy("No scoped roles: every role is fleet-wide.")
+        attrs = {"class": "table", "id": "rolebinding-table"}
+        row_attrs = {"id": lambda record: f"rolebinding-{record.pk}"}
+
+    def __init__(self, *args: Any, page_request: Any, may_revoke: bool, **kwargs: Any) -> None:
+        self.page_request = page_request
+        super().__init__(*args, exclude=() if may_revoke else ("revoke",), **kwargs)
+
+    def render_names(self, record) -> str:
+        shown = ", ".join(record.names)
+        if record.selector:
+            shown = f"{shown} + {record.selector}" if shown else record.selector
+        return format_html("<code>{}</code>", shown)
+
+    def value_names(self, record) -> str:
+        return " ".join(record.names) + (f" {record.selector}" if record.selector else "")
+
+    def render_source(self, record) -> str:
+        return record.get_source_display() + (f" ({record.group})" if record.group else "")
+
+    def render_revoke(self, record) -> str:
+        if record.source != "manual":
+            return _("change the group at the provider")
+        return _post_button(self.page_request, reverse("administration:rolebinding-revoke", args=[record.pk]), _("Revoke"),
+                            confirm_id=f"revoke-rolebinding-{record.pk}")

@@ -32,10 +32,10 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.generic import FormView, TemplateView
 
-from core import concurrency, users
+from core import bindings, concurrency, users
 from core.errors import Refused
 from core.forms import add_refusal
-from core.models import APIToken
+from core.models import APIToken, RoleBinding
 from core.permissions import may
 from core.tables import TableMixin, build_table, paginate
 from core.tokens import issue_token as issue_api_token
@@ -56,6 +56,8 @@ from .forms import (
     ClusterRegisterForm,
     ClusterTokenIssueForm,
     ConfigTypeForm,
+    RoleBindingForm,
+    RoleBindingRevokeForm,
     UserActiveForm,
     UserCreateForm,
     UserRoleForm,
@@ -67,6 +69,7 @@ from .tables import (
     APITokenTable,
     ClusterTokenTable,
     QuotaOwnerTable,
+    RoleBindingTable,
     UserTable,
     role_of,
 )
@@ -158,7 +161,12 @@ class UserDetailView(AdminMixin, TemplateView):
         paginate(self.request, table)
         context.update(person=person, role=role, table=table, may_change=self.can("change"),
                        owned_groups=list(person.owned_quota_groups.order_by("path")),
-                       may_issue=may(self.request.user, "add", APIToken))
+                       may_issue=may(self.request.user, "add", APIToken),
+                       bindings=list(person.role_bindings.order_by("scope", "pk")),
+                       may_bind=may(self.request.user, "add", RoleBinding),
+                       may_unbind=may(self.request.user, "delete", RoleBinding),
+                       sso_identities=list(person.identities.order_by("issuer")))
+        context.setdefault("binding_form", RoleBindingForm(prefix="binding"))
         context.setdefault("role_form", UserRoleForm(prefix="role", initial={"role": role}))
         context.setdefault("active_form", UserActiveForm(prefix="active", initial={"active": "0" if person.is_active else "1"}))
         return context
@@ -192,6 +200,59 @@ class UserChangeView(UserDetailView):
             else:
                 return redirect("administration:user-detail", pk=person.pk)
         return self.render_to_response(self.get_context_data(**{f"{which}_form": form}))
+
+
+# ----------------------------------------------------------------------------------- scoped roles
+
+class RoleBindingGrantView(UserDetailView):
+    """POST: give the user a role on clusters, a quota subtree or namespaces (``core.bindings``);
+    a refusal comes back on the user's page with the form."""
+
+    model = RoleBinding
+    action = "add"
+    http_method_names = ["post"]
+
+    def post(self, request, *args, **kwargs):
+        person = get_object_or_404(User, pk=kwargs["pk"])
+        form = RoleBindingForm(request.POST, prefix="binding")
+        if form.is_valid():
+            try:
+                binding = bindings.grant(person, form.grant(), reason=form.cleaned_data["reason"])
+            except Refused as exc:
+                add_refusal(form, exc)
+            else:
+                messages.success(request, _("%(user)s is now %(binding)s.") % {"user": person.get_username(), "binding": binding})
+                return redirect("administration:user-detail", pk=person.pk)
+        return self.render_to_response(self.get_context_data(binding_form=form))
+
+
+class RoleBindingListView(AdminMixin, TableMixin, TemplateView):
+    """Every scoped role in one table (searchable, exportable)."""
+
+    model = RoleBinding
+    template_name = "console/administration/rolebinding_list.html"
+    table_class = RoleBindingTable
+
+    def get_tables(self):
+        return [build_table(self.request, RoleBindingTable, RoleBinding.objects.select_related("user"),
+                            page_request=self.request, may_revoke=self.can("delete"))]
+
+
+class RoleBindingRevokeView(AdminMixin, TemplateView):
+    model = RoleBinding
+    action = "delete"
+    http_method_names = ["post"]
+
+    def post(self, request, *args, **kwargs):
+        binding = get_object_or_404(RoleBinding.objects.select_related("user"), pk=kwargs["pk"])
+        if binding.source != RoleBinding.Source.MANUAL:
+            messages.error(request, _("This role comes from the provider group %(group)s: it returns at the next sign-in; "
+                                      "remove the user from the group at the provider.") % {"group": binding.group})
+        else:
+            bindings.revoke(binding, reason=RoleBindingRevokeForm(request.POST).data.get("reason", ""))
+            messages.success(request, _("Revoked: %(user)s is no longer %(binding)s.")
+                             % {"user": binding.user.get_username(), "binding": binding})
+        return redirect("administration:user-detail", pk=binding.user_id)
 
 
 # ------------------------------------------------------------------------------------- API tokens

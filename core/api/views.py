@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from .. import jobs
+from .. import jobs, scopes
 from ..tokens import issue_token, revoke_token
 from ..filtersets import JobFilterSet, ObjectChangeFilterSet
 from ..models import APIToken, Job, ObjectChange
@@ -73,14 +73,17 @@ class TokenObtainView(DryRunMixin, generics.GenericAPIView):
 
 
 class MeView(APIView):
-    """Who the caller is and which role they hold."""
+    """Who the caller is, the role they hold fleet-wide and the roles they hold on part of it."""
 
     permission_classes = [IsAuthenticated]
 
     @extend_schema(responses={200: dict})
     def get(self, request):
         user = request.user
-        return Response({"username": user.get_username(), "role": user_role(user), "is_superuser": user.is_superuser})
+        scoped = [{"role": b.role, "scope": b.scope, "names": b.names, "selector": b.selector, "source": b.source}
+                  for b in scopes.bindings_of(user)]
+        return Response({"username": user.get_username(), "role": user_role(user), "is_superuser": user.is_superuser,
+                         "scoped_roles": scoped})
 
 
 class APITokenViewSet(MeridianListDestroyViewSet):

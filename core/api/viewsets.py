@@ -4,7 +4,9 @@ Shared behaviour lives here once:
 
 - **permission restriction**: lists and lookups show only what the caller may view
   (``core.permissions.restrict``); every write is checked per object (``RolePermission``);
-  an extra action names its verb, ``@action(..., verb="rollback")``;
+  an extra action names its verb, ``@action(..., verb="rollback")``; a caller holding the
+  write's action on some objects only writes in a transaction that must leave the object in
+  their scope (``initial``);
 - **ETag / If-Match**: a detail GET answers with the object's ETag (``If-None-Match`` → 304);
   a write with ``If-Match`` is held to it — a stale one answers 412 and changes nothing
   (checked again by the service under the row lock, ``core.concurrency.check``);
@@ -28,7 +30,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Model, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
-from rest_framework import mixins, serializers, status, viewsets
+from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import SAFE_METHODS
@@ -36,7 +38,7 @@ from rest_framework.response import Response
 
 from .. import concurrency, revisions
 from ..errors import PreconditionFailed, Refused
-from ..permissions import restrict
+from ..permissions import is_preview, permission_name, restrict, stays_within, view_action, view_model
 
 
 class ReasonSerializer(serializers.Serializer):
@@ -112,6 +114,7 @@ class MeridianViewSetMixin(DryRunMixin):
     preview: bool = False
     write_serializer_class: type[serializers.Serializer] | None = None
     _expecting: Any = None
+    _written: Model | None = None
 
     # ---------------------------------------------------------------- reads
 
@@ -123,7 +126,45 @@ class MeridianViewSetMixin(DryRunMixin):
         obj = super().get_object()  # type: ignore[misc]
         if self.request.method not in ("GET", "HEAD", "OPTIONS"):
             self._hold_to_if_match(obj)
+            self._written = obj
         return obj
+
+    # ---------------------------------------------------------------- writes held to a scope
+
+    def initial(self, request, *args, **kwargs):
+        """A write by a caller who holds its action on some objects only (a scoped role, a quota
+        owner) runs in one transaction that must leave its object among those: created inside
+        their scope, not moved out of it by a change; otherwise it is rolled back, 403. Every
+        write of every viewset, whatever its own ``create``/``update``/verb does."""
+        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        if request.method in ("GET", "HEAD", "OPTIONS"):
+            return
+        action, model = view_action(request, self), view_model(self)
+        if action is None or model is None or request.user.has_perm(permission_name(model, action)):
+            return
+        if getattr(self, "detail", True) is False and getattr(self, "action", None) != "create" and not is_preview(self):
+            # A list route writing several objects at once (an import): no one object to hold to the scope.
+            raise exceptions.PermissionDenied("Writing many objects at once needs the role fleet-wide.")
+        name = request.method.lower()
+        handler = getattr(self, name)
+
+        def held(*args: Any, **kwargs: Any) -> Response:
+            with transaction.atomic():
+                response = handler(*args, **kwargs)
+                written = self._written if self._written is not None else self._created(model, response)
+                if written is not None:
+                    stays_within(request.user, action, written)
+            return response
+
+        setattr(self, name, held)
+
+    def _created(self, model: type[Model], response: Response) -> Model | None:
+        data = getattr(response, "data", None)
+        if response.status_code != status.HTTP_201_CREATED or not isinstance(data, Mapping):
+            return None
+        field = self.lookup_field if self.lookup_field != "pk" else "id"  # type: ignore[attr-defined]
+        value = data.get(field, data.get("id"))
+        return model._default_manager.filter(**{field if field != "id" else "pk": value}).first() if value else None
 
     def retrieve(self, request, *args, **kwargs):
         obj = self.get_object()

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from django.db import transaction
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -18,7 +19,7 @@ from core.api.serializers import JobSerializer
 from core.api.downloads import YAML_RESPONSE, yaml_download
 from core.api.viewsets import DryRunMixin, MeridianModelViewSet, MeridianReadOnlyViewSet, ReasonSerializer, RevisionsMixin
 from core.errors import Refused
-from core.permissions import RolePermission
+from core.permissions import RolePermission, may, restrict
 
 from .. import manifests, rollout, services
 from ..filtersets import ConfigTargetFilterSet, NodeConfigFilterSet
@@ -194,19 +195,27 @@ class EmergencyDowngradeView(DryRunMixin, APIView):
 
     permission_classes = [RolePermission]
     required_permissions = {"GET": ["nodeconfig.view_configtarget"], "POST": ["nodeconfig.downgrade_configtarget"]}
+    #: A scoped operator downgrades their own clusters (checked on the downgrade itself);
+    #: fleet-wide or another cluster's is refused, with nothing written.
+    scoped_rules = True
 
     @extend_schema(responses={200: ConfigTargetSerializer(many=True)})
     def get(self, request):
-        active = ConfigTarget.objects.filter(emergency=True, deleted=False).select_related("config_type", "cluster", "revision")
+        active = restrict(ConfigTarget.objects.filter(emergency=True, deleted=False), request.user).select_related(
+            "config_type", "cluster", "revision")
         return Response([downgrade_body(t, services.latest_delivery(t)) for t in active])
 
     @extend_schema(request=EmergencySerializer, responses={201: ConfigTargetSerializer, 200: ConfigTargetSerializer})
     def post(self, request):
         body = EmergencySerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        target, created, job = services.emergency_downgrade(cluster=body.validated_data.get("cluster") or None,
-                                                            selector=body.validated_data["selector"],
-                                                            reason=body.validated_data["reason"])
+        with transaction.atomic():
+            target, created, job = services.emergency_downgrade(cluster=body.validated_data.get("cluster") or None,
+                                                                selector=body.validated_data["selector"],
+                                                                reason=body.validated_data["reason"])
+            if not may(request.user, "downgrade", target):
+                raise PermissionDenied("You may downgrade only the clusters you operate; the whole fleet needs the "
+                                       "role fleet-wide.")
         target.refresh_from_db()
         return Response(downgrade_body(target, job, created=created),
                         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
@@ -217,10 +226,13 @@ class EmergencyRestoreView(DryRunMixin, APIView):
 
     permission_classes = [RolePermission]
     required_permissions = {"POST": ["nodeconfig.downgrade_configtarget"]}
+    scoped_rules = True  # the downgrade itself is checked: a scoped operator restores their clusters'
 
     @extend_schema(request=ReasonSerializer, responses={200: ConfigTargetSerializer})
     def post(self, request, pk: int):
-        target = get_object_or_404(ConfigTarget, pk=pk, emergency=True)
+        target = get_object_or_404(restrict(ConfigTarget.objects.filter(emergency=True), request.user), pk=pk)
+        if not may(request.user, "downgrade", target):
+            raise PermissionDenied("You may not restore this downgrade.")
         body = ReasonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         job = services.restore_downgrade(target, reason=body.validated_data["reason"])

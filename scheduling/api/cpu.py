@@ -31,6 +31,7 @@ from core import concurrency, jobs
 from core.api.pagination import LargeCursorPagination
 from core.api.viewsets import DryRunMixin, MeridianViewSetMixin, WriteThroughServicesMixin
 from core.errors import Refused
+from core.permissions import restrict
 from kube.quantity import QuantityError, parse_quantity
 
 from .. import cpu_services as services
@@ -357,6 +358,7 @@ class FleetCPUView(APIView):
     """Sellable exclusive CPUs and fragmentation, fleet-wide and per cluster (summary columns only)."""
 
     required_permissions = {"GET": ["scheduling.view_nodecpu"], "HEAD": ["scheduling.view_nodecpu"]}
+    scoped_rules = True  # a scoped role sees its clusters' nodes
 
     @extend_schema(parameters=[OpenApiParameter("cluster", str), OpenApiParameter("request", int)],
                    responses={200: OpenApiTypes.OBJECT})
@@ -364,7 +366,8 @@ class FleetCPUView(APIView):
         raw = request.query_params.get("request") or ""
         if raw and (not raw.isdigit() or not 0 < int(raw) <= 100_000):
             raise Refused("invalid", "request is a whole number of CPUs (1-100000).", field="request")
-        view = services.fleet_view(_nodes(request.query_params.get("cluster", "")), int(raw) if raw else None)
+        nodes = restrict(_nodes(request.query_params.get("cluster", "")), request.user)
+        view = services.fleet_view(nodes, int(raw) if raw else None)
         return Response(view)
 
 
