@@ -23,6 +23,7 @@ run: venv
 ## Run the whole test suite (PostgreSQL/Redis when DATABASE_URL/REDIS_URL are set).
 test: venv
 	@bash scripts/ensure_debian_tools.sh
+	@bash scripts/ensure_node_tools.sh
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest $(PYTEST_ARGS)
 

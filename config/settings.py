@@ -199,6 +199,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "core.middleware.OIDCSessionMiddleware",
     "core.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -209,7 +210,7 @@ MIDDLEWARE = [
 #: username tried from one address is locked for ``AXES_COOLOFF_TIME`` after
 #: ``MERIDIAN_LOGIN_FAILURES`` failures — browser login, admin and the API token endpoint
 #: alike. Locking the pair (not the address alone) keeps other users behind one NAT working.
-AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "core.backends.MeridianBackend"]
 AXES_FAILURE_LIMIT = env.int("MERIDIAN_LOGIN_FAILURES", default=10)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("MERIDIAN_LOGIN_COOLOFF_MINUTES", default=15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
@@ -275,6 +276,7 @@ SERVESTATIC_AUTOREFRESH = DEBUG
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "core.authentication.APITokenAuthentication",
+        "core.authentication.ProviderTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["core.permissions.RolePermission"],
@@ -340,6 +342,42 @@ MERIDIAN_POD_SCHEDULER = env.bool("MERIDIAN_POD_SCHEDULER", default=True)
 MERIDIAN_SCHEDULER_NAME = env.str("MERIDIAN_SCHEDULER_NAME", default="meridian")
 #: Binds (and their Events and CPU allocations) in flight at once per scheduled cluster.
 MERIDIAN_SCHEDULER_BIND_THREADS = env.int("MERIDIAN_SCHEDULER_BIND_THREADS", default=8)
+
+# --- single sign-on (OpenID Connect) --------------------------------------------------------
+
+#: Off unless ``MERIDIAN_OIDC_ISSUER`` and ``MERIDIAN_OIDC_CLIENT_ID`` are set (``core.oidc``,
+#: ``core.sso``): browsers sign in through the provider (authorization code + PKCE), the API
+#: takes its access tokens (``Authorization: Bearer``) for ``MERIDIAN_OIDC_AUDIENCE``.
+MERIDIAN_OIDC_ISSUER = env.str("MERIDIAN_OIDC_ISSUER", default="")
+MERIDIAN_OIDC_CLIENT_ID = env.str("MERIDIAN_OIDC_CLIENT_ID", default="")
+MERIDIAN_OIDC_CLIENT_SECRET = env.str("MERIDIAN_OIDC_CLIENT_SECRET", default="")
+MERIDIAN_OIDC_SCOPES = env.str("MERIDIAN_OIDC_SCOPES", default="openid email profile")
+MERIDIAN_OIDC_USERNAME_CLAIM = env.str("MERIDIAN_OIDC_USERNAME_CLAIM", default="preferred_username")
+MERIDIAN_OIDC_GROUPS_CLAIM = env.str("MERIDIAN_OIDC_GROUPS_CLAIM", default="groups")
+#: Provider group → a role (``"operator"``) or scoped bindings
+#: (``{"role": "operator", "clusters": [...], "cluster_selector": "team=a", "quota_groups": [...],
+#: "namespaces": [...]}``), or a list of those; applied at every sign-in. Empty: roles are
+#: managed in Meridian only.
+try:
+    MERIDIAN_OIDC_GROUP_ROLES = env.json("MERIDIAN_OIDC_GROUP_ROLES", default={})
+except ValueError as exc:
+    raise ImproperlyConfigured(f"MERIDIAN_OIDC_GROUP_ROLES is not JSON: {exc}") from exc
+#: The ``aud`` values of access tokens Meridian accepts (the provider's name for Meridian's API).
+#: Empty: no provider access token is accepted on the API.
+MERIDIAN_OIDC_AUDIENCE = env.list("MERIDIAN_OIDC_AUDIENCE", default=[])
+#: Seconds between re-checks of a signed-in session with the provider (refresh token).
+MERIDIAN_OIDC_RECHECK_SECONDS = env.int("MERIDIAN_OIDC_RECHECK_SECONDS", default=300)
+#: A session signed in through the provider lasts at most this long.
+MERIDIAN_OIDC_SESSION_SECONDS = env.int("MERIDIAN_OIDC_SESSION_SECONDS", default=8 * 3600)
+#: Seconds the provider's signing keys are cached (a token naming an unknown key refetches them).
+MERIDIAN_OIDC_JWKS_SECONDS = env.int("MERIDIAN_OIDC_JWKS_SECONDS", default=3600)
+MERIDIAN_OIDC_BUTTON = env.str("MERIDIAN_OIDC_BUTTON", default="Sign in with single sign-on")
+#: Local passwords (the login form, the admin, ``POST /api/v1/auth/token/``); off: single sign-on only.
+MERIDIAN_LOCAL_LOGIN = env.bool("MERIDIAN_LOCAL_LOGIN", default=True)
+if not MERIDIAN_LOCAL_LOGIN and not (MERIDIAN_OIDC_ISSUER and MERIDIAN_OIDC_CLIENT_ID):
+    raise ImproperlyConfigured("MERIDIAN_LOCAL_LOGIN=false needs single sign-on (MERIDIAN_OIDC_ISSUER, MERIDIAN_OIDC_CLIENT_ID)")
+if PRODUCTION and MERIDIAN_OIDC_ISSUER and not MERIDIAN_OIDC_ISSUER.startswith("https://"):
+    raise ImproperlyConfigured("MERIDIAN_OIDC_ISSUER must be an https:// URL in production")
 
 # --- security ---------------------------------------------------------------------------
 

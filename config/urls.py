@@ -5,7 +5,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from core import health
+from core import health, sso_views
 from core.metrics import MetricsView
 from nodeconfig import agent_views
 from quotas import webhook as quota_webhook
@@ -29,6 +29,10 @@ urlpatterns = [
     path("api/agent/v1/", include("scheduling.agent_urls")),
     path("api/admission/v1/quotas/validate", quota_webhook.validate, name="quotas-admission"),
     path("api/admission/v1/scheduling/mutate", scheduling_webhook.mutate, name="scheduling-admission"),
+    path("accounts/login/", sso_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", sso_views.LogoutView.as_view(), name="logout"),
+    path("accounts/oidc/login/", sso_views.sso_login, name="oidc-login"),
+    path("accounts/oidc/callback/", sso_views.sso_callback, name="oidc-callback"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
     path("api/v1/", include(api_v1)),

@@ -18,10 +18,13 @@ class CoreConfig(AppConfig):
     verbose_name = "Meridian core"
 
     def ready(self) -> None:
-        from . import events, roles, schema, scopes  # noqa: F401  (schema registers OpenAPI extensions)
+        from django.core import checks
+
+        from . import events, roles, schema, scopes, sso  # noqa: F401  (schema registers OpenAPI extensions)
         from .models import Job, ObjectChange
 
         post_migrate.connect(roles.sync_role_permissions_handler, dispatch_uid="meridian-roles")
+        checks.register(sso.check)
         scopes.register_records(Job)  # a scoped user reads the jobs and audit entries of what is in scope
         scopes.register_records(ObjectChange)
         events.register_topic_kind("system")

@@ -1,9 +1,15 @@
-"""Token authentication for the REST API and the websocket."""
+"""Token authentication for the REST API and the websocket: Meridian's own API tokens
+(``Authorization: Token <key>``) and the identity provider's access tokens
+(``Authorization: Bearer <JWT>``, ``core.oidc`` validates them, ``core.sso`` finds the user)."""
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
+import httpx
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import AnonymousUser
@@ -11,7 +17,11 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from rest_framework import authentication, exceptions
 
+from . import oidc, sso
+from .errors import Refused, Unavailable
 from .models import APIToken, hash_token
+
+logger = logging.getLogger(__name__)
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
@@ -54,8 +64,58 @@ class APITokenAuthentication(authentication.BaseAuthentication):
         return self.keyword
 
 
+@dataclass(frozen=True)
+class ProviderToken:
+    """``request.auth`` for an identity provider's access token: its claims; it may write
+    (the user's role decides what)."""
+
+    claims: dict[str, Any] = field(default_factory=dict)
+    write_enabled: bool = True
+
+
+def user_for_provider_token(raw: str) -> tuple[Any, ProviderToken]:
+    """The user an identity provider's access token acts as; ``InvalidToken`` or ``Refused``
+    when it is not accepted, ``Unavailable`` when the provider's keys cannot be read."""
+    if not oidc.enabled():
+        raise oidc.InvalidToken("single sign-on is not configured")
+    try:
+        claims = oidc.validate_access_token(raw)
+    except httpx.HTTPError as exc:
+        logger.warning("the identity provider's keys could not be read: %s", exc)
+        raise Unavailable("unavailable", "The identity provider's signing keys cannot be read right now; retry.") from None
+    return sso.user_for_claims(claims), ProviderToken(claims)
+
+
+class ProviderTokenAuthentication(authentication.BaseAuthentication):
+    """``Authorization: Bearer <access token>`` from the identity provider: a JWT it signed
+    for Meridian's audience (``MERIDIAN_OIDC_AUDIENCE``), acting as the user it names."""
+
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        parts = authentication.get_authorization_header(request).split()
+        if not parts or parts[0].lower() != self.keyword.lower().encode():
+            return None
+        if len(parts) != 2:
+            raise exceptions.AuthenticationFailed(_("Malformed Authorization header: use 'Bearer <access token>'."))
+        try:
+            return user_for_provider_token(parts[1].decode("ascii"))
+        except UnicodeError:
+            raise exceptions.AuthenticationFailed(_("Token contains invalid characters.")) from None
+        except oidc.InvalidToken as exc:
+            raise exceptions.AuthenticationFailed(_("Invalid provider token: %(why)s.") % {"why": exc}) from None
+        except Unavailable:
+            raise
+        except Refused as exc:
+            raise exceptions.AuthenticationFailed(exc.detail) from None
+
+    def authenticate_header(self, request) -> str:
+        return self.keyword
+
+
 class WebsocketTokenMiddleware:
-    """Authenticate a websocket by ``Authorization: Token <key>`` when no session user is set.
+    """Authenticate a websocket by ``Authorization: Token <key>`` (or an identity provider's
+    ``Bearer`` access token) when no session user is set.
 
     Browsers use the session cookie; scripts and agents send the header.
     """
@@ -66,20 +126,29 @@ class WebsocketTokenMiddleware:
     async def __call__(self, scope, receive, send):
         user = scope.get("user")
         if user is None or not user.is_authenticated:
-            raw = _header_token(scope)
+            keyword, raw = _header_token(scope)
             if raw:
-                found = await database_sync_to_async(user_for_token)(raw)
+                found = await database_sync_to_async(_websocket_user)(keyword, raw)
                 scope = dict(scope, user=found[0] if found else AnonymousUser(), auth=found[1] if found else None)
         return await self.inner(scope, receive, send)
 
 
-def _header_token(scope) -> str | None:
+def _websocket_user(keyword: str, raw: str) -> tuple[Any, Any] | None:
+    if keyword == "token":
+        return user_for_token(raw)
+    try:
+        return user_for_provider_token(raw)
+    except (oidc.InvalidToken, Refused):
+        return None
+
+
+def _header_token(scope) -> tuple[str, str | None]:
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
             parts = value.decode("latin1").split()
-            if len(parts) == 2 and parts[0].lower() == "token":
-                return parts[1]
-    return None
+            if len(parts) == 2 and parts[0].lower() in ("token", "bearer"):
+                return parts[0].lower(), parts[1]
+    return "", None
 
 
 def WebsocketAuthMiddlewareStack(inner):  # noqa: N802 - mirrors Channels' AuthMiddlewareStack

@@ -1,15 +1,25 @@
-"""Request id propagation and login-everywhere enforcement."""
+"""Request id propagation, login-everywhere enforcement, and re-checking single sign-on sessions."""
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 import uuid
 from collections.abc import Callable
 
+import httpx
+from django.conf import settings
+from django.contrib.auth import logout
 from django.contrib.auth.middleware import LoginRequiredMiddleware as DjangoLoginRequiredMiddleware
 from django.http import HttpRequest, HttpResponse
 
-from . import context
+from . import context, oidc, sso
+from .errors import Refused
+
+logger = logging.getLogger(__name__)
+#: After a failed re-check (the provider unreachable), try again this much sooner than a full interval.
+RETRY_SECONDS = 60
 
 _REQUEST_ID = re.compile(r"^[0-9a-fA-F-]{32,36}$")
 
@@ -61,3 +71,68 @@ def _is_rest_view(view_func: Callable) -> bool:
 
     view_class = getattr(view_func, "cls", None) or getattr(view_func, "view_class", None)
     return isinstance(view_class, type) and issubclass(view_class, APIView)
+
+
+class OIDCSessionMiddleware:
+    """A session signed in through the identity provider is re-checked with it every
+    ``MERIDIAN_OIDC_RECHECK_SECONDS`` (the refresh-token grant, like mozilla-django-oidc's
+    SessionRefresh but without a browser round trip, so API calls and page fetches alike):
+
+    - the provider refuses (the user was disabled there, their provider session ended): the
+      Meridian session ends at once, and the request goes on signed out (a page: to the login);
+    - it renews: the new ID token's groups are applied (``core.sso``: a group removed at the
+      provider removes the right within one interval), a user it now maps to someone else or
+      that Meridian deactivated is signed out;
+    - the provider cannot be reached: the session goes on and is checked again a minute later
+      (an outage of the provider does not sign everyone out).
+
+    Sessions are besides capped at ``MERIDIAN_OIDC_SESSION_SECONDS`` (set at sign-in).
+
+    With single sign-on on, pages also let forms lead to the provider (``form-action``): the
+    sign-out form posts to Meridian, which redirects to the provider's end-session page, and
+    browsers hold a form's redirects to the page's ``form-action``.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not oidc.enabled():
+            return self.get_response(request)
+        session = getattr(request, "session", None)
+        if session is not None and sso.SESSION_REFRESH_TOKEN in session:
+            checked = session.get(sso.SESSION_CHECKED, 0)
+            if time.time() - checked >= settings.MERIDIAN_OIDC_RECHECK_SECONDS:
+                recheck(request)
+        response = self.get_response(request)
+        update = dict(getattr(response, "_csp_update", None) or {})
+        update["form-action"] = [*update.get("form-action", []), oidc.origin()]
+        response._csp_update = update  # read by django-csp's middleware, outside this one
+        return response
+
+
+def recheck(request: HttpRequest) -> None:
+    """Ask the provider whether the session's user is still theirs (see ``OIDCSessionMiddleware``)."""
+    session = request.session
+    try:
+        tokens = oidc.refresh(session[sso.SESSION_REFRESH_TOKEN])
+    except oidc.Refused as exc:
+        logger.info("single sign-on session of %s ended: the provider refused to renew it (%s)", request.user, exc)
+        logout(request)
+        return
+    except (httpx.HTTPError, ValueError) as exc:
+        logger.warning("single sign-on session re-check failed, retrying in a minute: %s", exc)
+        session[sso.SESSION_CHECKED] = time.time() - settings.MERIDIAN_OIDC_RECHECK_SECONDS + RETRY_SECONDS
+        return
+    claims = tokens.get("claims")
+    if claims:
+        try:
+            user = sso.sign_in(claims)
+        except Refused:
+            user = None
+        if user is None or user.pk != request.user.pk:
+            logout(request)
+            return
+    session[sso.SESSION_REFRESH_TOKEN] = tokens.get("refresh_token") or session[sso.SESSION_REFRESH_TOKEN]
+    session[sso.SESSION_ID_TOKEN] = tokens.get("id_token") or session.get(sso.SESSION_ID_TOKEN, "")
+    session[sso.SESSION_CHECKED] = time.time()

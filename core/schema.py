@@ -16,6 +16,20 @@ class APITokenAuthenticationScheme(OpenApiAuthenticationExtension):
         }
 
 
+class ProviderTokenAuthenticationScheme(OpenApiAuthenticationExtension):
+    target_class = "core.authentication.ProviderTokenAuthentication"
+    name = "providerToken"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "JWT",
+            "description": "An access token from Meridian's OpenID Connect provider (single sign-on), for an audience "
+                           "in MERIDIAN_OIDC_AUDIENCE.",
+        }
+
+
 ERROR_SCHEMA = {
     "type": "object",
     "description": "The one error body of every 4xx/5xx answer (core.errors).",

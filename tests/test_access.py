@@ -11,7 +11,8 @@ from rest_framework.views import APIView
 from core.models import Job
 
 #: Paths that are public on purpose (health, login, language switch, machine endpoints with their own auth).
-PUBLIC = {"/healthz", "/readyz", "/accounts/login/", "/accounts/logout/", "/i18n/setlang/", "/api/v1/auth/token/"}
+PUBLIC = {"/healthz", "/readyz", "/accounts/login/", "/accounts/logout/", "/i18n/setlang/", "/api/v1/auth/token/",
+          "/accounts/oidc/login/", "/accounts/oidc/callback/"}
 #: Django's own flows that are not Meridian pages.
 SKIPPED_PREFIXES = ("/admin/", "/accounts/password_reset", "/accounts/reset/")
 UNSAFE = ("post", "put", "patch", "delete")
