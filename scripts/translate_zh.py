@@ -51,7 +51,7 @@ GLOSSARY = {
     "Kubeconfig content; never shown or audited.": "Kubeconfig 内容；不会显示，也不会写入审计日志。",
     "Objects the last sync could not read.": "上次同步无法读取的对象。", "[[cpu, socket, numa, core], ...]": "[[cpu, socket, numa, core], ...]",
     "Per replica, canonical quantities.": "每个副本，规范化数量。", "Per replica.": "每个副本。",
-    "When the pod began holding resources.": "Pod 开始占用资源的时间。", "When it stopped: terminal phase or gone.": "停止占用资源的时间：进入终止阶段或已消失。",
+    "When the pod began holding resources.": "Pod 开始占用资源的时间。", "When the usage was measured (NodeMetrics' timestamp).": "使用量的测量时间（NodeMetrics 的时间戳）。", "When it stopped: terminal phase or gone.": "停止占用资源的时间：进入终止阶段或已消失。",
     "Node agent": "节点 Agent", "Admission webhook": "准入 Webhook", "Ready": "就绪", "Not ready": "未就绪", "Connector": "连接器",
     "Kubernetes": "Kubernetes", "Nodes": "节点", "ready": "就绪", "Workloads": "工作负载", "Last sync": "上次同步", "Labels": "标签",
     "requested": "已申请", "available": "可用", "allocatable": "可分配", "Label selector": "标签选择器",
@@ -1076,6 +1076,40 @@ GLOSSARY.update({
     "Go to scheduling": "前往调度",
     "Show this help": "显示此帮助",
     "Close": "关闭",
+})
+
+
+# Single sign-on and scoped roles
+GLOSSARY.update({
+    "viewer reads, operator also rolls out, rolls back, cordons and downgrades — only within the scope.":
+        "viewer 只读；operator 还可发布、回滚、禁止调度和降级——仅限范围之内。",
+    "Names": "名称", "Comma-separated: clusters, quota groups (each with its subtree) or namespaces.":
+        "以逗号分隔：集群、配额组（含其子树）或命名空间。",
+    "Cluster label selector": "集群标签选择器",
+    "Clusters only, as well as the names, e.g. team=a,env in (prod).": "仅用于集群，与名称同时生效，例如 team=a,env in (prod)。",
+    "On": "范围", "No scoped roles: every role is fleet-wide.": "没有范围角色：所有角色均作用于整个集群舰队。",
+    "change the group at the provider": "请在身份提供方修改分组",
+    "%(user)s is now %(binding)s.": "%(user)s 现在是 %(binding)s。",
+    "This role comes from the provider group %(group)s: it returns at the next sign-in; remove the user from the group at the provider.":
+        "该角色来自身份提供方的分组 %(group)s：下次登录时会恢复；请在身份提供方将该用户移出该分组。",
+    "Revoked: %(user)s is no longer %(binding)s.": "已撤销：%(user)s 不再是 %(binding)s。",
+    "Scoped roles": "范围角色",
+    "Roles held on part of the fleet: some clusters (by name or label selector), a quota subtree, federation namespaces. Grant one on the user's page; those from single sign-on follow the user's groups at the provider.":
+        "作用于集群舰队一部分的角色：部分集群（按名称或标签选择器）、一棵配额子树、联邦命名空间。在用户页面上授予；来自单点登录的角色随用户在身份提供方的分组变化。",
+    "A role held on some clusters, a quota subtree or federation namespaces only: its pages, lists, exports and live topics show that part of the fleet, and its writes stay inside it.":
+        "仅作用于部分集群、一棵配额子树或联邦命名空间的角色：其页面、列表、导出和实时主题只显示这一部分，其写操作也只能在其中进行。",
+    "None.": "无。", "Grant a scoped role": "授予范围角色", "Grant": "授予",
+    "Signs in through single sign-on:": "通过单点登录登录：", "groups": "分组",
+    "Malformed Authorization header: use 'Bearer <access token>'.": "Authorization 头格式错误：请使用 'Bearer <access token>'。",
+    "Invalid provider token: %(why)s.": "身份提供方令牌无效：%(why)s。", "identities": "身份",
+    "Quota subtree": "配额子树", "Federation namespaces": "联邦命名空间", "Single sign-on group": "单点登录分组",
+    "Passwords are turned off here: sign in with single sign-on.": "此处已关闭密码登录：请使用单点登录。",
+    "The identity provider cannot be reached right now; try again.": "暂时无法连接身份提供方，请重试。",
+    "Single sign-on failed: %(why)s": "单点登录失败：%(why)s",
+    "The provider sent no ID token (is the openid scope requested?).": "身份提供方未返回 ID 令牌（是否请求了 openid scope？）。",
+    "…or with a Meridian password:": "…或使用 Meridian 密码：",
+    "No way to sign in is configured: set MERIDIAN_OIDC_ISSUER, or turn MERIDIAN_LOCAL_LOGIN back on.":
+        "未配置任何登录方式：请设置 MERIDIAN_OIDC_ISSUER，或重新开启 MERIDIAN_LOCAL_LOGIN。",
 })
 
 
