@@ -10,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 from .errors import NON_FIELD, Refused
 from .permissions import restrict
+from .roles import MERIDIAN_APPS
 
 
 class BlockFieldsForm(forms.Form):
@@ -22,10 +23,11 @@ class BlockFieldsForm(forms.Form):
 
 
 def limit_choices(form: forms.Form, user: Any) -> forms.Form:
-    """Every model choice of ``form`` limited to the objects ``user`` may view
-    (``core.permissions.restrict``): a fleet-wide role sees every cluster, a scoped one its own."""
+    """Every model choice of ``form`` over Meridian's models limited to the objects ``user`` may
+    view (``core.permissions.restrict``): a fleet-wide role sees every cluster, a scoped one its
+    own. Choices of other apps' models (users) are the page's business."""
     for field in form.fields.values():
-        if isinstance(field, forms.ModelChoiceField):
+        if isinstance(field, forms.ModelChoiceField) and field.queryset.model._meta.app_label in MERIDIAN_APPS:
             field.queryset = restrict(field.queryset, user, "view")
     return form
 
