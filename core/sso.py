@@ -25,7 +25,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core import checks
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from . import bindings, users
@@ -167,11 +167,16 @@ def _identity(claims: Mapping[str, Any], *, create: bool) -> Identity:
     issuer, subject = _claim(claims, "iss"), _claim(claims, "sub")
     if not issuer or not subject:
         raise Refused("invalid_token", "The provider's token names no issuer or subject.")
-    identity = Identity.objects.select_for_update().select_related("user").filter(issuer=issuer, subject=subject).first()
+    found = Identity.objects.select_for_update().select_related("user").filter(issuer=issuer, subject=subject)
+    identity = found.first()
     if identity is None:
         if not create:
             raise Refused("unknown_identity", "No Meridian user signs in as this person.")
-        identity = Identity.objects.create(issuer=issuer, subject=subject, user=_new_user(claims), groups=[])
+        try:
+            with transaction.atomic():  # two first requests at once (API calls): one creates, the other reads it
+                identity = Identity.objects.create(issuer=issuer, subject=subject, user=_new_user(claims), groups=[])
+        except IntegrityError:
+            identity = found.get()
     _refuse_inactive(identity.user)
     return identity
 
