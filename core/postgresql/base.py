@@ -24,11 +24,12 @@ from collections.abc import Callable
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.postgresql import base
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 PROBE_INTERVAL = 1.0  # seconds between probes, per process
 PROBE_TIMEOUT = 2  # connect_timeout of a probe (seconds, libpq's unit and minimum)
 WAIT_SLICE = 0.5  # seconds a caller waits for a pooled connection before asking whether the server is there
+REOPEN_TRIES = 10  # a pool closed under a caller's feet (see get_new_connection): tries with the next one
 
 
 class Breaker:
@@ -132,6 +133,15 @@ class DatabaseWrapper(base.DatabaseWrapper):
             return super().get_new_connection(conn_params)
         if not BREAKER.admit(lambda: self._probe(conn_params)):
             raise self.Database.OperationalError("the database is unavailable (connections failing; probing again shortly)")
+        for _ in range(REOPEN_TRIES - 1):
+            try:
+                return super().get_new_connection(conn_params)
+            except PoolClosed:
+                # Celery's Django fixup closes a prefork worker's pool after every task
+                # (``close_pool``, from the task's thread); a thread of ours that took the old
+                # pool a moment before (a cluster's watcher, its pod scheduler) finds it closed.
+                # ``self.pool`` makes the next one.
+                time.sleep(0.01)
         return super().get_new_connection(conn_params)
 
     def _probe(self, conn_params) -> bool:

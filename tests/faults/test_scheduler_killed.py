@@ -61,7 +61,7 @@ def test_a_worker_killed_mid_batch_leaves_every_pod_bound_exactly_once(meridian,
         meridian.start_worker("worker-1")
 
         wait_until(lambda: sum(len(v) for v in api.bindings().values()) >= PODS, timeout=120, interval=0.25,
-                   what=f"every pod bound after the kill (worker-1 log: {meridian.log('worker-1')[-2000:]})")
+                   what="every pod bound after the kill")
         took = time.monotonic() - killed_at
         time.sleep(2)  # anything still in flight would show now
         bindings = api.bindings()
