@@ -199,8 +199,7 @@ class ClusterScheduler:
             with _database():
                 cluster = Cluster.objects.get(pk=self.context.cluster_pk)
                 self.connector = connector_for(cluster)
-            if self._pending_in_informers():
-                self._activate()
+            self.events.append(("Pod", RELISTED, {}))  # the first round looks for pods already waiting
             self.started.set()
             while not self.stopping.is_set() and not self.context.lease_lost():
                 try:
@@ -210,6 +209,8 @@ class ClusterScheduler:
                     self.stopping.wait(1.0)
                     if self.active:
                         self._load()
+                    else:  # waking failed (the database, a closed pool): look again next round
+                        self.events.append(("Pod", RELISTED, {}))
                 wait = self.live.queue.next_wake(time.monotonic())
                 timeout = 1.0 if wait is None else min(1.0, wait)
                 if timeout > 0 and not self.outcomes and not self.events:

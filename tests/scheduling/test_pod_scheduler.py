@@ -16,12 +16,13 @@ from typing import Any
 
 import pytest
 
+from core.jobs import enqueue
 from core.locks import is_held
 from core.models import Job
 from fleet import informer
 from fleet.models import Cluster
 from fleet.services import SYNC_TASK, register_cluster
-from fleet.tasks import cluster_shard_key, sync_cluster_task
+from fleet.tasks import cluster_shard_key
 from fleet.tokens import issue_token
 from scheduling import podscheduler, services
 from scheduling.cpuset import TOPOLOGY_ANNOTATION, format_cpuset, generate_topology, reserve_cpus
@@ -111,7 +112,7 @@ def scheduled(transactional_db, purge_shard_queues, settings):
     def watch(name: str) -> podscheduler.ClusterScheduler:
         """A periodic sync, which starts the watcher (once a stopped one has let its lease go)."""
         until(lambda: not is_held(f"fleet-watch-{name}"), what="the lease to be free")
-        periodic = wait_for_job(sync_cluster_task.delay(name).id, timeout=60)
+        periodic = wait_for_job(enqueue(SYNC_TASK, name), timeout=60)  # requested=False: a periodic-style sync, recorded
         assert periodic.result.get("ok"), periodic.result
         scheduler = until(lambda: podscheduler.running.get(name), what=f"the scheduler of {name} to start")
         assert scheduler.started.wait(30)
