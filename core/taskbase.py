@@ -2,9 +2,8 @@
 
 ``MeridianTask`` (the Celery app's default task class) wraps each run:
 
-- the Job: the one ``core.jobs.enqueue`` wrote (``job_id`` in the message), or a new one
-  for work that beat or another task sent; a delivery that must not run (job finished,
-  canceled, or running on a live worker) is dropped;
+- the Job: the one ``core.jobs.enqueue`` wrote (``job_id`` in the message); a delivery that
+  must not run (job finished, canceled, or running on a live worker) is dropped;
 - transient faults — Redis, the broker, the database, and any error whose ``transient``
   attribute is true (a member cluster that did not answer) — are retried with capped
   exponential backoff and jitter; the job goes back to pending meanwhile, nothing is lost;
@@ -26,16 +25,14 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
-
-from collections.abc import Mapping
 
 from celery import Task
 from celery.exceptions import Ignore, Reject, Retry
-from django.utils import timezone
 from django.db import InterfaceError as DjangoInterfaceError
 from django.db import OperationalError as DjangoOperationalError
+from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import BusyLoadingError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -63,6 +60,18 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 BUSY_COUNTDOWN = 3.0
 
 
+def always_idle(result: Any) -> bool:
+    """``idle`` for fan-outs and publishers: what they send records itself (or is the record)."""
+    return True
+
+
+def nothing_done(result: Any) -> bool:
+    """The default ``idle``: no result, or a mapping whose values are all empty (``{"stepped": 0}``)."""
+    if isinstance(result, Mapping):
+        return not any(result.values())
+    return not result
+
+
 class MeridianTask(Task):
     """Default task class of Meridian's Celery app (``config.celery``)."""
 
@@ -79,7 +88,7 @@ class MeridianTask(Task):
     quiet: ClassVar[bool] = True
     #: ``idle(result) -> bool``: a run nobody asked for that did nothing (pass
     #: ``idle=staticmethod(fn)``); by default an empty result, or one whose values are all empty.
-    idle: ClassVar[Callable[[Any], bool]] = staticmethod(lambda result: nothing_done(result))
+    idle: ClassVar[Callable[[Any], bool]] = staticmethod(nothing_done)
     max_retries = 50
     retry_backoff_max = 60
     #: Record a Job for every run.
@@ -171,18 +180,6 @@ class MeridianTask(Task):
     def is_transient(self, exc: BaseException) -> bool:
         """Worth retrying as it is: an infrastructure fault, or an error that says so (``transient``)."""
         return isinstance(exc, (*TRANSIENT_ERRORS, *self.transient_errors)) or bool(getattr(exc, "transient", False))
-
-
-def always_idle(result: Any) -> bool:
-    """``idle`` for fan-outs and publishers: what they send records itself (or is the record)."""
-    return True
-
-
-def nothing_done(result: Any) -> bool:
-    """The default ``idle``: no result, or a mapping whose values are all empty (``{"stepped": 0}``)."""
-    if isinstance(result, Mapping):
-        return not any(result.values())
-    return not result
 
 
 def _from_beat(request: Any) -> bool:
