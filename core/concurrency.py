@@ -78,8 +78,3 @@ def check(locked: Model) -> None:
         return
     raise PreconditionFailed(f"{locked} changed since you read it; reload to see the current version, then try again.")
 
-
-def expected_for(instance: Model) -> frozenset[str] | None:
-    expected = _expected.get()
-    return expected[2] if expected is not None and expected[:2] == _key(instance) else None
-

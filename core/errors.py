@@ -6,7 +6,9 @@ status) before anything is written; the caller turns it into its own shape:
 - REST: ``{"code": <machine code>, "detail": <human text>, "errors": {<field>: [<message>, ...]}}``
   with the refusal's status (``core.api.exceptions.exception_handler`` does it for every view);
 - pages: the messages land on the form's fields (``core.forms.add_refusal``);
-- admission webhooks: a reasoned denial (``denial``), never a 500 the API server misreads.
+- admission webhooks: a decision is an AdmissionReview (a reasoned denial, ``kube.admission.deny``),
+  never a 500 the API server misreads; a call that is not one (no token, too large, not an
+  AdmissionReview, the database down) gets this same body (``fleet.machine.refusal``).
 
 ``code`` is stable and meant for machines (node config's validation reason codes from
 contracts.md appear here unchanged); ``detail`` is for people; ``errors`` names the input
@@ -98,14 +100,3 @@ class Unavailable(Refused):
     """A dependency (database, Redis, a member cluster) is down: retry later; nothing was written."""
 
     status = 503
-
-
-def denial(review: Any, exc: Refused) -> dict[str, Any]:
-    """An admission webhook's answer to a refusal: allowed=false with the reason and code."""
-    from kube.admission import deny
-
-    reasons = {400: "Invalid", 403: "Forbidden", 404: "NotFound", 409: "Conflict", 503: "ServiceUnavailable"}
-    message = exc.detail
-    if exc.field and exc.field != NON_FIELD and exc.field not in message:
-        message = f"{exc.field}: {message}"
-    return deny(review, message, code=exc.status if exc.status != 503 else 500, reason=reasons.get(exc.status, "Invalid"))

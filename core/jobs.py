@@ -351,24 +351,6 @@ def superseded(job: Job) -> str | None:
         return None
 
 
-@contextlib.contextmanager
-def running(job_id: int) -> Iterator[Job]:
-    """Run a block as job ``job_id`` outside Celery: running, then succeeded or failed."""
-    job = start(job_id, task_name="", task_id="", args=(), kwargs={}, hostname=None)
-    if job is None:
-        raise JobCanceled(f"job {job_id} is not runnable")
-    with bound(job):
-        try:
-            yield job
-        except JobCanceled:
-            raise
-        except Exception as exc:
-            fail(job, exc)
-            raise
-        else:
-            succeed(job, job.result)
-
-
 # ---------------------------------------------------------------------------- operators
 
 def cancel_job(job: Job) -> Job:

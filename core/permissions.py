@@ -211,9 +211,3 @@ def token_may_write(request) -> bool:
     token = getattr(request, "auth", None)
     return getattr(token, "write_enabled", True)
 
-
-class IsAuthenticatedReadOnly(BasePermission):
-    """Any signed-in user may read; nobody writes through this view."""
-
-    def has_permission(self, request, view) -> bool:
-        return bool(request.user and request.user.is_authenticated and request.method in SAFE_METHODS)

@@ -109,11 +109,6 @@ def reason_field(required: bool = False, label: Any = None) -> forms.CharField:
 # ---------------------------------------------------------------------------- policy choices
 
 
-def policy_value(policy: PropagationPolicy | OverridePolicy) -> str:
-    """What ``services.submit`` resolves exactly: ``namespace/name``, ``/name`` fleet-wide."""
-    return f"{policy.namespace}/{policy.name}"
-
-
 def policy_choices(model, blank: Any) -> list[tuple[str, Any]]:
     rows = model.objects.order_by("namespace", "name").values_list("namespace", "name")
     return [("", blank)] + [(f"{ns}/{name}", f"{ns}/{name}" if ns else f"{name} ({_('fleet-wide')})") for ns, name in rows]

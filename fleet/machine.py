@@ -8,6 +8,8 @@ their cluster (``fleet.tokens``), and get the REST API's error body
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from core.errors import error_body
@@ -32,6 +34,23 @@ def authorize_agent(request: HttpRequest, cluster: str) -> HttpResponse | None:
     if owner[1] != cluster:
         return problem(403, "forbidden", "This agent token belongs to another cluster.")
     return None
+
+
+def refusal(status: int, code: str, detail: str) -> tuple[int, dict[str, Any]]:
+    """A machine endpoint's refusal as (HTTP status, the one error body), for the webhooks'
+    batched answers (an admission decision itself is an AdmissionReview, not this)."""
+    return status, error_body(code, detail)
+
+
+WEBHOOK_UNAUTHORIZED = refusal(401, "unauthenticated", "Send Authorization: Bearer <webhook token> of the calling cluster.")
+
+
+def too_large(limit: int) -> tuple[int, dict[str, Any]]:
+    return refusal(413, "too_large", f"An AdmissionReview is at most {limit} bytes.")
+
+
+def not_a_review(exc: Exception) -> tuple[int, dict[str, Any]]:
+    return refusal(400, "invalid", f"Not an AdmissionReview: {exc}")
 
 
 def problem(status: int, code: str, detail: str, errors: dict | None = None) -> JsonResponse:

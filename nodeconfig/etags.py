@@ -83,14 +83,6 @@ def refresh_etags(node_ids: Sequence[int]) -> None:
             pipe.execute()
 
 
-def forget_etags(node_ids: Sequence[int]) -> None:
-    """Drop cached ETags (best effort) so the next poll of these nodes reads the database."""
-    rows = Node.objects.filter(pk__in=list(node_ids)).values_list("cluster__name", "name")
-    keys = [etag_key(cluster, name) for cluster, name in rows]
-    if keys:
-        get_redis().delete(*keys)
-
-
 def forget_all_etags(**_: Any) -> int:
     """After the database was restored (``core.backup.database_restored``): every cached ETag
     describes configs the restored rows may no longer prescribe, and an agent holding one would

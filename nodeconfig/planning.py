@@ -157,11 +157,6 @@ def wave_count(wave_size: str, matched: int) -> int:
     return max(1, min(count, matched)) if matched else 0
 
 
-def name_order(names: Iterable[str]) -> list[str]:
-    """Byte-wise name order, as Go sorts strings."""
-    return sorted(names, key=lambda n: n.encode())
-
-
 # ---------------------------------------------------------------------------- agent-facing config
 
 def deep_merge(base: Any, overlay: Any) -> Any:

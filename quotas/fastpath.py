@@ -11,11 +11,12 @@ from collections.abc import Sequence
 from django.db import DatabaseError
 
 from core.fastpath import Answer, BatchingWebhook
+from fleet.machine import refusal
 
 from .webhook import INTERNAL_ERROR, MAX_REVIEW_BYTES, WEBHOOK_PATH, decide_many
 
 #: A batch that failed as a whole: blame the database only when it was the database.
-UNAVAILABLE = (503, {"detail": "The database is unavailable; the API server will retry or apply its failure policy."})
+UNAVAILABLE = refusal(503, "unavailable", "The database is unavailable; the API server will retry or apply its failure policy.")
 
 
 class AdmissionFastPath(BatchingWebhook):

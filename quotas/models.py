@@ -64,11 +64,6 @@ class QuotaGroup(models.Model):
 
         return reverse("quotas:group-detail", args=[self.name])
 
-    def is_within(self, ancestor: QuotaGroup) -> bool:
-        """True for the ancestor itself and every group below it."""
-        return self.path.startswith(ancestor.path)
-
-
 class QuotaGroupRevision(Revision):
     """A group's history: what its hard, description and owners were after each change."""
 

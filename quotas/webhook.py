@@ -33,7 +33,7 @@ from django.views.decorators.http import require_POST
 
 from core.context import acting_as
 from core.metrics import count_webhook_answers
-from fleet.machine import bearer
+from fleet.machine import WEBHOOK_UNAUTHORIZED, bearer, not_a_review, refusal, too_large
 from fleet.models import Cluster
 from fleet.tokens import token_cluster
 from fleet.webhooks import Hook, WebhookConfig
@@ -47,10 +47,10 @@ MAX_REVIEW_BYTES = 3 * 1024 * 1024
 WEBHOOK_PATH = "/api/admission/v1/quotas/validate"
 CONFIGURATION_NAME = "meridian-quotas"
 #: Answers when the caller cannot even be identified: the API server retries or applies its failure policy.
-DATABASE_DOWN = (503, {"detail": "The database is unavailable, so the webhook token cannot be checked; "
-                                 "the API server will retry or apply its failure policy."})
-INTERNAL_ERROR = (500, {"detail": "Meridian failed while checking this call (an internal error, logged on the "
-                                  "Meridian side); the API server will retry or apply its failure policy."})
+DATABASE_DOWN = refusal(503, "unavailable", "The database is unavailable, so the webhook token cannot be checked; "
+                                            "the API server will retry or apply its failure policy.")
+INTERNAL_ERROR = refusal(500, "internal", "Meridian failed while checking this call (an internal error, logged on the "
+                                          "Meridian side); the API server will retry or apply its failure policy.")
 
 
 def decide(authorization: str, body: bytes) -> tuple[int, dict[str, Any]]:
@@ -78,14 +78,14 @@ def decide_many(calls: Sequence[tuple[str, bytes]]) -> list[tuple[int, dict[str,
         if authorization in failed:
             answers[index] = failed[authorization]
         elif cluster is None:
-            answers[index] = 401, {"detail": "Send Authorization: Bearer <webhook token> of the calling cluster."}
+            answers[index] = WEBHOOK_UNAUTHORIZED
         elif len(body) > MAX_REVIEW_BYTES:
-            answers[index] = 413, {"detail": f"An AdmissionReview is at most {MAX_REVIEW_BYTES} bytes."}
+            answers[index] = too_large(MAX_REVIEW_BYTES)
         else:
             try:
                 batch.append((index, cluster, _parse(body)))
             except AdmissionReviewError as exc:
-                answers[index] = 400, {"detail": f"Not an AdmissionReview: {exc}"}
+                answers[index] = not_a_review(exc)
     for (index, _, review), decision in zip(batch, _decisions(batch), strict=True):
         answers[index] = 200, _review_answer(review, decision)
     return answers  # type: ignore[return-value]

@@ -297,18 +297,6 @@ class NodeCPUState:
         """The share pool as a bit mask (fleet summaries count with it)."""
         return self.topology.mask_of(self.share_pool)
 
-    def owner_of(self, cpu: int) -> str | None:
-        """``"reserved"``, the owning instance, or ``None`` for a share-pool CPU (the node CPU map)."""
-        if cpu in self.reserved:
-            return "reserved"
-        for allocation in self.exclusive.values():
-            if cpu in allocation.cpus:
-                return allocation.instance
-        for instance, cpus in self.disputed.items():
-            if cpu in cpus:
-                return instance
-        return None
-
     def effective_cpuset(self, instance: str) -> frozenset[int]:
         """The cpuset the instance's containers run on (release-isolate mode widens it)."""
         allocation = self.exclusive[instance]

@@ -32,7 +32,6 @@ Deliberate differences from kube-scheduler:
 
 from __future__ import annotations
 
-import copy
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -787,9 +786,3 @@ def _has_preferred_node_affinity(info: PodInfo) -> bool:
     node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
     return isinstance(node_affinity, Mapping) and node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") is not None
 
-
-def placed_pod(pod: Mapping[str, Any], node_name: str) -> dict[str, Any]:
-    """A copy of ``pod`` bound to ``node_name`` (what an assumed pod looks like as a manifest)."""
-    out = copy.deepcopy(dict(pod))
-    out.setdefault("spec", {})["nodeName"] = node_name
-    return out

@@ -395,6 +395,3 @@ def merge_namespace_selector(term: AffinityTerm, namespaces: Mapping[str, Mappin
     selected = {name for name, labels in namespaces.items() if term.namespace_selector.matches(labels)}
     return AffinityTerm(term.namespaces | selected, term.selector, NOTHING, term.topology_key)
 
-
-def describe_errors(errors: Sequence[FieldError]) -> str:
-    return aggregate_message(str(e) for e in errors)

@@ -56,7 +56,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from core.metrics import count_webhook_answers
-from fleet.machine import bearer
+from fleet.machine import WEBHOOK_UNAUTHORIZED, bearer, not_a_review, too_large
 from fleet.tokens import token_cluster
 from fleet.webhooks import Hook, WebhookConfig
 from kube.admission import AdmissionRequest, AdmissionReviewError, allow, deny, parse_admission_review, patch
@@ -102,9 +102,6 @@ def _parse(body: bytes) -> AdmissionRequest:
     return parse_admission_review(decoded if isinstance(decoded, dict) else body)
 
 
-UNAUTHORIZED = (401, {"detail": "Send Authorization: Bearer <webhook token> of the calling cluster."})
-
-
 def decide_many(calls: Sequence[tuple[str, bytes]]) -> list[tuple[int, dict[str, Any]]]:
     """(HTTP status, JSON body) for each call (authorization header, body); one config snapshot
     and one token lookup per distinct header serve the whole batch."""
@@ -120,15 +117,15 @@ def decide_many(calls: Sequence[tuple[str, bytes]]) -> list[tuple[int, dict[str,
                 callers[authorization] = None
         known = callers[authorization]
         if known is False:
-            answers.append(UNAUTHORIZED)
+            answers.append(WEBHOOK_UNAUTHORIZED)
             continue
         if len(body) > MAX_REVIEW_BYTES:
-            answers.append((413, {"detail": f"An AdmissionReview is at most {MAX_REVIEW_BYTES} bytes."}))
+            answers.append(too_large(MAX_REVIEW_BYTES))
             continue
         try:
             review = _parse(body)
         except AdmissionReviewError as exc:
-            answers.append((400, {"detail": f"Not an AdmissionReview: {exc}"}))
+            answers.append(not_a_review(exc))
             continue
         try:
             if known is None:
@@ -150,7 +147,7 @@ def batch_failed(bodies: Sequence[bytes]) -> list[tuple[int, dict[str, Any]]]:
         try:
             answers.append((200, _fault(_parse(body))))
         except AdmissionReviewError as exc:
-            answers.append((400, {"detail": f"Not an AdmissionReview: {exc}"}))
+            answers.append(not_a_review(exc))
     return answers
 
 

@@ -11,7 +11,6 @@ from django.db import transaction
 
 from core.audit import record_change, snapshot
 from core.context import acting_as
-from core.jobs import running
 from core.models import APIToken, Job, ObjectChange
 
 
@@ -59,22 +58,6 @@ def test_snapshots_never_contain_secrets(viewer):
 def test_unknown_action_is_refused():
     with pytest.raises(ValueError):
         record_change(None, "explode", object_repr="x")
-
-
-@pytest.mark.django_db
-def test_job_lifecycle_records_success_and_failure():
-    ok = Job.objects.create(kind="demo", triggered_by="test")
-    with running(ok.pk):
-        pass
-    ok.refresh_from_db()
-    assert ok.status == Job.Status.SUCCEEDED and ok.started and ok.finished
-
-    bad = Job.objects.create(kind="demo", triggered_by="test")
-    with pytest.raises(ZeroDivisionError):
-        with running(bad.pk):
-            1 / 0
-    bad.refresh_from_db()
-    assert bad.status == Job.Status.FAILED and "ZeroDivisionError" in bad.error
 
 
 @pytest.mark.django_db

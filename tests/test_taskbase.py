@@ -74,3 +74,11 @@ def test_a_periodic_sync_that_changed_nothing_writes_no_job():
     assert len(first) == 1 and first[0].result["created"]["nodes"] >= 20, "the first sync wrote the inventory: recorded"
     sync_cluster_task.apply(args=(cluster.name,))
     assert Job.objects.filter(kind="fleet.sync_cluster").count() == 1, "the second found nothing to change"
+
+
+@pytest.mark.django_db
+def test_work_a_change_asked_for_that_fails_says_why():
+    job = enqueue("tests.failing_pass")
+    failing_pass.apply(kwargs={"job_id": job.pk}, task_id=job.task_id)
+    job.refresh_from_db()
+    assert job.status == Job.Status.FAILED and job.error == "ValueError: the pass broke" and job.finished >= job.started

@@ -107,8 +107,22 @@ def test_bodies_the_fast_decoder_refuses_are_judged_as_before(webhook_token, ads
     status, answer = decide(auth, body)
     assert status == 200 and answer["response"]["allowed"] is True, "an integer beyond 64 bits is still JSON"
     status, answer = decide(auth, b"[1, 2]")
-    assert status == 400 and answer["detail"] == "Not an AdmissionReview: AdmissionReview must be a JSON object, not array"
+    assert status == 400 and answer == {"code": "invalid", "errors": {},
+                                        "detail": "Not an AdmissionReview: AdmissionReview must be a JSON object, not array"}
     status, answer = decide(auth, b'"text"')
     assert status == 400 and "not string" in answer["detail"]
     status, answer = decide(auth, b"\xff{}")
     assert status == 400 and "UTF-8" in answer["detail"]
+
+
+@pytest.mark.parametrize(("authorization", "body", "status", "code"), [
+    ("", b"{}", 401, "unauthenticated"),
+    ("Bearer mwh_unknown", b"{}", 401, "unauthenticated"),
+])
+def test_a_call_that_is_no_review_gets_the_one_error_body(client, authorization, body, status, code, db):
+    """The webhooks' answers that are not AdmissionReviews carry the REST API's one body
+    (``{"code", "detail", "errors"}``), as every other machine endpoint's."""
+    answer = client.post("/api/admission/v1/quotas/validate", body, content_type="application/json",
+                         HTTP_AUTHORIZATION=authorization)
+    assert answer.status_code == status
+    assert set(answer.json()) == {"code", "detail", "errors"} and answer.json()["code"] == code

@@ -18,8 +18,8 @@
 // means events were missed: fragments are refreshed and the page's backfill handlers run
 // (onBackfill), which re-read over REST what they show.
 //
-// Page scripts listen with on(eventType, fn) (fn(data, message)) — and, for older scripts,
-// the "meridian:event" / "meridian:gap" DOM events carry the same.
+// Page scripts listen with on(eventType, fn) (fn(data, message)); after fragments were swapped,
+// the "meridian:refreshed" DOM event lets a page redraw what lives in them.
 (function () {
   var MIN_FETCH_MS = 1000, MAX_DELAY_MS = 30000, PING_MS = 25000;
   var indicator = document.getElementById("live-indicator");
@@ -85,7 +85,6 @@
   // ------------------------------------------------------------------ events and gaps
 
   function backfill(topic, reason) {
-    emit("meridian:gap", { topic: topic, reason: reason });
     refreshFragments();
     backfills.forEach(function (fn) { try { fn(topic, reason); } catch (e) { /* one handler must not stop the others */ } });
   }
@@ -97,7 +96,6 @@
     (handlers[msg.event] || []).concat(handlers["*"] || []).forEach(function (fn) {
       try { fn(msg.data || {}, msg); } catch (e) { /* keep the socket's loop alive */ }
     });
-    emit("meridian:event", msg);
     var stale = false;
     fragments().forEach(function (el) { if (wants(el, msg.event)) stale = true; });
     if (stale) refreshFragments();
@@ -121,7 +119,6 @@
       topics.forEach(send_subscribe);
     } else if (msg.type === "subscribed") onSubscribed(msg);
     else if (msg.type === "event") onEvent(msg);
-    else if (msg.type === "error") emit("meridian:error", msg);
   }
 
   function send_subscribe(topic) {
@@ -155,7 +152,6 @@
   };
   window.Meridian = window.Meridian || {};
   window.Meridian.live = api;
-  window.meridianLive = api;  // the name older page scripts use
   setLive(false);
   connect();
 })();
