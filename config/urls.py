@@ -6,6 +6,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from core import health, sso_views
+from core import views as core_views
 from core.metrics import MetricsView
 from nodeconfig import agent_views
 from quotas import webhook as quota_webhook
@@ -39,6 +40,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
+    path("api/redoc/bundles/redoc.standalone.js", core_views.redoc_bundle, name="api-redoc-bundle"),
     path("fleet/", include("fleet.urls")),
     path("nodeconfig/", include("nodeconfig.urls")),
     path("quotas/", include("quotas.urls")),

@@ -326,6 +326,17 @@ def close_connections() -> None:
             conn.close_pool()
 
 
+def own_ports() -> set[tuple[str, int]]:
+    """(address, port) of this process's TCP sockets: the server sees a session of ours coming
+    from one of them."""
+    import psutil
+
+    try:
+        return {(c.laddr.ip, c.laddr.port) for c in psutil.Process().net_connections(kind="tcp") if c.laddr}
+    except psutil.Error:
+        return set()
+
+
 def describe_target(connection: BaseDatabaseWrapper) -> str:
     settings_dict = connection.settings_dict
     if connection.vendor == "sqlite":
@@ -474,10 +485,17 @@ def restore_postgresql(connection: BaseDatabaseWrapper, backup: Backup, *, allow
         if server_major < info.get("server_major", 0):
             raise BackupError(f"the backup is of PostgreSQL {info.get('server_version')}; this server is older "
                               f"({server_major}): restore it into PostgreSQL {info.get('server_major')} or newer")
-        others = direct.execute(
-            "SELECT pid, usename, application_name, coalesce(host(client_addr), 'local'), state FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend' "
-            "ORDER BY pid").fetchall()
+        sessions = direct.execute(
+            "SELECT pid, usename, application_name, coalesce(host(client_addr), 'local'), state, client_port "
+            "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND backend_type = 'client backend' ORDER BY pid").fetchall()
+        ports = own_ports()
+        own = [row[0] for row in sessions if (row[3], row[5]) in ports]
+        others = [row[:5] for row in sessions if row[0] not in own]
+        if own:
+            # Sessions of this very process (its other threads' connections): ours to end.
+            direct.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [own])
+            log(f"ended {len(own)} idle session(s) of this process")
     if others:
         listing = "; ".join(f"pid {pid} {user}@{addr} {app or '-'} ({state})" for pid, user, app, addr, state in others)
         if not allow_connections:

@@ -4,6 +4,7 @@ verb view (a POST that changes one object through a service, answering a refusal
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -13,6 +14,7 @@ from django.db import transaction
 from django.db.models import Model
 from django.http import HttpResponse
 from django.shortcuts import redirect
+from django.views.decorators.http import require_GET
 
 from . import concurrency
 from .errors import Refused
@@ -158,7 +160,6 @@ def server_error(request, *args: Any, **kwargs: Any) -> HttpResponse:
 
     from django.db import DatabaseError, DataError
     from django.http import JsonResponse
-    from django.template import loader
     from django.utils.translation import gettext as _
 
     from .errors import error_body
@@ -173,11 +174,7 @@ def server_error(request, *args: Any, **kwargs: Any) -> HttpResponse:
     code = "out_of_range" if out_of_range else "unavailable" if unavailable else "server_error"
     if request.path.startswith("/api/"):
         return JsonResponse(error_body(code, detail), status=status)
-    try:
-        html = loader.render_to_string("error.html", {"status": status, "detail": detail})
-    except Exception:  # the template layer itself may need what is down
-        html = f"<!DOCTYPE html><title>{status}</title><h1>{status}</h1><p>{detail}</p>"
-    response = HttpResponse(html, status=status)
+    response = HttpResponse(_error_page(request, status, detail, layout=not unavailable), status=status)
     if unavailable:
         response["Retry-After"] = "5"
     return response
@@ -208,13 +205,31 @@ def permission_denied(request, exception: Exception | None = None) -> HttpRespon
 
 def _error_answer(request, status: int, code: str, detail: str) -> HttpResponse:
     from django.http import JsonResponse
-    from django.shortcuts import render
 
     from .errors import error_body
 
     if request.path.startswith("/api/"):
         return JsonResponse(error_body(code, detail), status=status)
-    return render(request, "error.html", {"status": status, "detail": detail}, status=status)
+    return HttpResponse(_error_page(request, status, detail), status=status)
+
+
+def _error_page(request, status: int, detail: str, *, layout: bool = True) -> str:
+    """An error page inside the console's layout (navigation, language switch, theme), or a
+    plain one when the layout cannot be drawn: it needs the user and the session, and the
+    database may be what is down (then the caller asks for no layout, not to wait on it)."""
+    from django.template import loader
+    from django.utils.html import escape
+
+    context = {"status": status, "detail": detail}
+    try:
+        if layout:
+            return loader.render_to_string("error.html", context, request=request)
+    except Exception:  # noqa: BLE001 - see the docstring
+        pass
+    try:
+        return loader.render_to_string("error_plain.html", context)
+    except Exception:  # noqa: BLE001 - the template layer itself may need what is down
+        return f"<!DOCTYPE html><title>{status}</title><h1>{status}</h1><p>{escape(detail)}</p>"
 
 
 class RevisionDiffMixin:
@@ -239,3 +254,28 @@ def _as_text(value: Any) -> str:
     if value is None:
         return "—"
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+#: What ReDoc's bundle fetches from outside (its footer's logo), and the empty image in its place.
+REDOC_CDN_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+EMPTY_IMAGE = "data:image/svg+xml,%3Csvg xmlns=%27http://www.w3.org/2000/svg%27/%3E"
+
+
+@require_GET
+def redoc_bundle(request) -> HttpResponse:
+    """ReDoc's script (drf-spectacular-sidecar's copy) without the one request it makes outside
+    Meridian: the logo its sidebar's footer loads from cdn.redoc.ly. Installations are often
+    offline, and the API docs should not tell a third party who reads them. Signed in, as the
+    docs page is."""
+    response = HttpResponse(_redoc_script(), content_type="application/javascript; charset=utf-8")
+    response["Cache-Control"] = "private, max-age=86400"
+    return response
+
+
+@functools.lru_cache(maxsize=1)
+def _redoc_script() -> str:
+    from importlib.resources import files
+
+    script = (files("drf_spectacular_sidecar") / "static" / "drf_spectacular_sidecar" / "redoc" / "bundles"
+              / "redoc.standalone.js").read_text(encoding="utf-8")
+    return script.replace(REDOC_CDN_LOGO, EMPTY_IMAGE)

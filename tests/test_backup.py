@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -76,23 +77,20 @@ def backup(tmp_path: Path, name: str = "meridian.tar") -> tuple[Path, str]:
 
 
 def restore(path: Path, **options) -> str:
-    _close_other_connections()
     out = io.StringIO()
     call_command("meridian_restore", str(path), stdout=out, stderr=out, **options)
     return out.getvalue()
 
 
-def _close_other_connections() -> None:
-    """The suite's own leftovers, not Meridian's: asgiref's one thread for sync_to_async keeps
-    the connection an earlier async test opened there, and threads that ended keep theirs until
-    collected. A restore needs the database to itself (as when Meridian is stopped)."""
-    import gc
-
-    from asgiref.sync import SyncToAsync
-    from django.db import connections
-
-    SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=10)
-    gc.collect()
+def other_process_session(application_name: str) -> subprocess.Popen:
+    """Another process holding an idle session on the test database (as a web process would)."""
+    conninfo, env, _ = backup_module.libpq_connection(connection)
+    code = ("import psycopg, sys; c = psycopg.connect(sys.argv[1], application_name=sys.argv[2]); "
+            "c.execute('SELECT 1'); c.commit(); print('ready', flush=True); sys.stdin.read()")
+    process = subprocess.Popen([sys.executable, "-c", code, conninfo, application_name], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True, env={**os.environ, **env})
+    assert process.stdout.readline().strip() == "ready"
+    return process
 
 
 def rewritten(path: Path, new: Path, change=lambda manifest: None, payload_change=lambda payload: payload) -> Path:
@@ -323,18 +321,46 @@ def test_a_restore_refuses_while_another_process_uses_the_database(tmp_path):
         other.execute("SELECT count(*) FROM fleet_cluster").fetchall()
         expected = "in use by another process"
     else:
-        import psycopg
-
-        conninfo, env, _ = backup_module.libpq_connection(connection)
-        other = psycopg.connect(conninfo, password=env.get("PGPASSWORD"), application_name="bk-other-process")
+        other = other_process_session("bk-other-process")
         expected = "bk-other-process"
     try:
         with pytest.raises(CommandError, match="nothing (was terminated or )?changed") as refused:
             restore(path, yes=True)
     finally:
-        other.close()
+        if connection.vendor == "sqlite":
+            other.close()
+        else:
+            other.communicate("", timeout=30)
     assert expected in str(refused.value)
     assert Cluster.objects.filter(name="bk-after").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_restore_ends_the_idle_sessions_of_its_own_process(tmp_path):
+    """Other threads of the restoring process (a server's, a watcher's) are not another
+    Meridian: their sessions are ended instead of refusing the restore."""
+    if connection.vendor != "postgresql":
+        pytest.skip("sessions are PostgreSQL's")
+    import threading
+
+    import psycopg
+
+    path, _ = backup(tmp_path)
+    Cluster.objects.create(name="bk-after", connector="simulated")
+    conninfo, env, _ = backup_module.libpq_connection(connection)
+    held: list[psycopg.Connection] = []
+    opener = threading.Thread(target=lambda: held.append(
+        psycopg.connect(conninfo, password=env.get("PGPASSWORD"), autocommit=True)))
+    opener.start()
+    opener.join()
+
+    said = restore(path, yes=True)
+
+    assert re.search(r"ended \d+ idle session\(s\) of this process", said), said
+    assert not Cluster.objects.filter(name="bk-after").exists(), "restored"
+    with pytest.raises(psycopg.OperationalError):
+        held[0].execute("SELECT 1")
+    held[0].close()
 
 
 # ---------------------------------------------------------------------------- the backup file

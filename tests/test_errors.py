@@ -22,8 +22,11 @@ def logged_in(user) -> Client:
 
 def test_an_unknown_address_is_a_styled_page_or_the_api_body(viewer, viewer_api):
     page = logged_in(viewer).get("/no/such/page/")
-    assert page.status_code == 404 and "There is nothing at this address." in page.content.decode()
-    assert "<html" in page.content.decode().lower()
+    html = page.content.decode()
+    assert page.status_code == 404 and "There is nothing at this address." in html
+    assert 'aria-label="Main"' in html and 'id="language"' in html, "inside the console's layout: navigation, language"
+    denied = logged_in(viewer).get("/administration/")
+    assert denied.status_code == 403 and 'aria-label="Main"' in denied.content.decode()
     api = viewer_api.get("/api/v1/fleet/clusters/no-such-cluster/")
     assert api.status_code == 404 and set(api.json()) == {"code", "detail", "errors"}
 

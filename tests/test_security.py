@@ -74,4 +74,16 @@ def test_the_api_documentation_loads_nothing_from_outside(client, viewer, path):
     html = response.content.decode()
     outside = re.findall(r"""(?:src|href)\s*=\s*["']((?:https?:)?//[^"']+)""", html)
     assert outside == [], "fonts, scripts and styles come from Meridian's own static files"
-    assert re.search(r"""<script src=["']/static/""", html), "the viewer's script is served by Meridian"
+    assert re.search(r"""<script src=["']/(?:static|api/redoc)/""", html), "the viewer's script is served by Meridian"
+
+
+@pytest.mark.django_db
+def test_redocs_script_fetches_nothing_from_outside(client, viewer):
+    """The sidecar's ReDoc bundle loads its footer's logo from cdn.redoc.ly; Meridian serves the
+    bundle with that one address replaced (offline installations, nobody told who reads the docs)."""
+    assert client.get("/api/redoc/bundles/redoc.standalone.js").status_code == 302, "signed in, as the docs page"
+    client.force_login(viewer)
+    response = client.get("/api/redoc/bundles/redoc.standalone.js")
+    script = response.content.decode()
+    assert response.status_code == 200 and response["Content-Type"].startswith("application/javascript")
+    assert "cdn.redoc.ly" not in script and len(script) > 500_000, "the whole bundle, less the logo's address"
