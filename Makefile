@@ -25,7 +25,7 @@ test: venv
 	@bash scripts/ensure_debian_tools.sh
 	@bash scripts/ensure_node_tools.sh
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=40 $(PYTEST_ARGS)
 
 ## Benchmarks: print figures and ratios (not tests).
 bench: venv
