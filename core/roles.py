@@ -78,5 +78,5 @@ def user_role(user: Any) -> str | None:
         return None
     if user.is_superuser:
         return ADMIN
-    names = set(user.groups.values_list("name", flat=True))
+    names = {group.name for group in user.groups.all()}  # prefetched in lists of users
     return next((role for role in reversed(ROLES) if role in names), None)

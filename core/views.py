@@ -48,6 +48,9 @@ class PermissionMixin(AccessMixin):
     #: The page shows fleet-wide figures (water levels and weights, the CPU fleet view): it
     #: needs ``view`` fleet-wide, not on some objects.
     fleet_wide = False
+    #: The page is nothing but the form of its change (a create or import form, a what-if):
+    #: opening it needs what its POST needs, so nobody fills in a form they may not send.
+    form_page = False
 
     def dispatch(self, request, *args, **kwargs):
         if not request.user.is_authenticated:
@@ -57,18 +60,27 @@ class PermissionMixin(AccessMixin):
             raise PermissionDenied
         if self.fleet_wide and not may(request.user, "view", model):
             raise PermissionDenied
+        if self.form_page and not self.may_send(request.user, model):
+            raise PermissionDenied
         if request.method in SAFE_METHODS:
             return super().dispatch(request, *args, **kwargs)
-        if not self.action or not may_any_or_role(request.user, self.action, model):
+        if not self.may_send(request.user, model):
             raise PermissionDenied
         if request.user.has_perm(permission_name(model, self.action)):
             return super().dispatch(request, *args, **kwargs)
-        if self.action == "add" and not self.scoped_create:
-            raise PermissionDenied
         with transaction.atomic():
             response = super().dispatch(request, *args, **kwargs)
             stays_within(request.user, self.action, getattr(self, "object", None))
         return response
+
+    def may_send(self, user: Any, model: type[Model]) -> bool:
+        """Could ``user`` POST here at all? Creating needs the action fleet-wide unless the
+        page checks where the new object goes (``scoped_create``); other actions are checked
+        on the object again."""
+        if not self.action:
+            return False
+        somewhere = self.action != "add" or self.scoped_create
+        return (may_any_or_role if somewhere else may)(user, self.action, model)
 
     def get_object(self, queryset=None) -> Model:
         obj = super().get_object(queryset)  # type: ignore[misc]

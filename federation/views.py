@@ -43,7 +43,7 @@ from django.views.generic import DetailView, FormView, TemplateView
 from core import concurrency
 from core.errors import Refused
 from core.forms import add_refusal
-from core.permissions import may, may_any_or_role
+from core.permissions import may
 from core.tables import TableMixin, build_table
 from core.views import PermissionMixin, RevisionDiffMixin, VerbViewMixin
 from fleet import services as fleet_services
@@ -114,21 +114,6 @@ def script_labels() -> dict[str, Any]:
         "events": {"drain": _("drain"), "cordon": _("cordon"), "uncordon": _("uncordon"),
                    "emergency_downgrade": _("emergency downgrade"), "restore": _("restore")},
     }
-
-
-class ChangePageMixin(PermissionMixin):
-    """A page that is nothing but the form of a change (submit an object, a new policy, a
-    what-if preview): opening it needs the permission its POST needs, so nobody fills in a
-    form they may not send (``PermissionMixin`` alone checks ``action`` on POST only)."""
-
-    #: False for a page people read whose form is one of its parts (a policy's own page).
-    reading_needs_action = True
-
-    def dispatch(self, request, *args, **kwargs):
-        if request.user.is_authenticated and self.reading_needs_action and self.action and not may_any_or_role(
-                request.user, self.action, self.permission_model or self.model):
-            raise PermissionDenied
-        return super().dispatch(request, *args, **kwargs)
 
 
 # ---------------------------------------------------------------------------- index
@@ -422,11 +407,12 @@ class ObjectDeleteView(ObjectVerbView):
         return reverse("federation:index")
 
 
-class ObjectCreateView(ChangePageMixin, FormView):
+class ObjectCreateView(PermissionMixin, FormView):
     """Submit a native object (or a new template for one that exists) with its policies."""
 
     model = FederatedObject
     action = "add"
+    form_page = True
     template_name = "federation/object_form.html"
     form_class = SubmitForm
 
@@ -496,11 +482,12 @@ class PolicyListView(PermissionMixin, TableMixin, TemplateView):
         return context | {"sections": sections}
 
 
-class PolicyCreateView(KindMixin, ChangePageMixin, FormView):
+class PolicyCreateView(KindMixin, PermissionMixin, FormView):
     template_name = "federation/policy_form.html"
     form_class = PolicyForm
     policy = None
     action = "add"
+    form_page = True
 
     def get_form_kwargs(self):
         return super().get_form_kwargs() | {"kind": self.kind, "editing": self.policy is not None}
@@ -532,7 +519,7 @@ class PolicyDetailView(PolicyCreateView):
     OBJECTS_SHOWN = 100
 
     action = "change"
-    reading_needs_action = False
+    form_page = False  # read by everyone; its edit form is one of its parts
 
     @cached_property
     def policy(self):
@@ -807,11 +794,12 @@ def whatif_chart(result: Mapping[str, Any]) -> dict[str, Any]:
             "after": {k: [r[k]["after"] for r in rows] for k in keys}}
 
 
-class WhatIfView(ChangePageMixin, FormView):
+class WhatIfView(PermissionMixin, FormView):
     """Where would this object land under this policy, and the water levels after? Commits nothing."""
 
     model = FederatedObject
     action = "add"  # a preview needs the role that could make the change, as every what-if does
+    form_page = True
     template_name = "federation/what_if.html"
     form_class = WhatIfForm
 

@@ -104,20 +104,6 @@ def emergency_form(user: Any, *args: Any, **kwargs: Any) -> EmergencyForm:
     return form
 
 
-class WritePagePermissionMixin(PermissionMixin):
-    """A page that exists only to make a change (a create or import form): showing it needs
-    the change's permission too, not just ``view``; a viewer is not offered forms they cannot submit
-    (nor a scoped operator a create page that creates fleet-wide: ``scoped_create``)."""
-
-    def dispatch(self, request, *args, **kwargs):
-        if request.user.is_authenticated and self.action:
-            somewhere = self.action != "add" or self.scoped_create
-            allowed = (may_any_or_role if somewhere else may)(request.user, self.action, self.model)
-            if not allowed:
-                raise PermissionDenied
-        return super().dispatch(request, *args, **kwargs)
-
-
 # ---------------------------------------------------------------------------- lists
 
 class IndexView(PermissionMixin, TableMixin, TemplateView):
@@ -321,13 +307,14 @@ class EmergencyRestoreView(TargetVerbView):
 
 # ---------------------------------------------------------------------------- create / edit / import
 
-class TargetCreateView(WritePagePermissionMixin, FormView):
+class TargetCreateView(PermissionMixin, FormView):
     """Create a target; "Preview" shows matches and conflicts without saving anything."""
 
     model = ConfigTarget
     action = "add"
     template_name = "nodeconfig/target_form.html"
     form_class = TargetForm
+    form_page = True
     target: ConfigTarget | None = None
     scoped_create = True  # a scoped operator creates targets on their clusters (self.object, checked)
 
@@ -388,11 +375,12 @@ class TargetEditView(TargetCreateView):
         return redirect(target_url(self.target))
 
 
-class ImportView(WritePagePermissionMixin, FormView):
+class ImportView(PermissionMixin, FormView):
     """Create or update targets from upstream YAML; one bad object refuses the whole import."""
 
     model = ConfigTarget
     action = "add"
+    form_page = True
     template_name = "nodeconfig/import.html"
     form_class = ImportForm
 

@@ -606,6 +606,7 @@ class CheckView(PermissionMixin, FormView):
 
     model = QuotaGroup
     action = "add"  # a preview needs the role that could make the change, as every what-if does
+    form_page = True
     template_name = "quotas/check.html"
     form_class = CheckForm
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -136,11 +135,9 @@ class CPUWhatIfView(PermissionMixin, TemplateView):
 
     model = NodeCPU
     template_name = "scheduling/cpu/what_if.html"
-
-    def dispatch(self, request, *args, **kwargs):
-        if request.user.is_authenticated and not may(request.user, "allocate", NodeCPU):
-            raise PermissionDenied
-        return super().dispatch(request, *args, **kwargs)
+    action = "allocate"  # its answer is an allocation's preview (a GET form: nothing is posted)
+    form_page = True
+    fleet_wide = True  # it looks at every node
 
     def get_context_data(self, **kwargs):
         form = WhatIfForm(self.request.GET or None)

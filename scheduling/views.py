@@ -279,6 +279,7 @@ class ObjectFormView(PermissionMixin, FormView):
 
     template_name = "scheduling/object_form.html"
     action = "add"
+    form_page = True
     instance: Any = None
     kind_label = ""
 
@@ -462,6 +463,7 @@ class ImportView(PermissionMixin, FormView):
 
     model = SchedulerConfigBinding
     action = "add"
+    form_page = True
     template_name = "scheduling/import.html"
     form_class = ImportForm
 
@@ -486,6 +488,7 @@ class PreviewView(PermissionMixin, FormView):
 
     model = SchedulerConfigBinding
     action = "add"
+    form_page = True
     template_name = "scheduling/preview.html"
     form_class = PreviewForm
 
@@ -506,6 +509,7 @@ class SimulatorView(PermissionMixin, FormView):
 
     model = SchedulingPolicy
     action = "add"
+    form_page = True
     template_name = "scheduling/simulator.html"
     form_class = SimulateForm
 

@@ -14,7 +14,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from core.roles import ADMIN, ROLES
+from core.roles import user_role
 from core.tables import BaseTable
 
 
@@ -22,14 +22,6 @@ def _post_button(request: Any, url: str, label: str, *, confirm_id: str = "") ->
     """A one-button form posting to ``url`` with the page's CSRF token."""
     return format_html('<form method="post" action="{}" class="inline"><input type="hidden" name="csrfmiddlewaretoken" value="{}">'
                        '<button type="submit" class="ghost" id="{}">{}</button></form>', url, get_token(request), confirm_id, label)
-
-
-def role_of(user: Any) -> str:
-    """The highest role among the user's (prefetched) groups; superusers are admins."""
-    if user.is_superuser:
-        return ADMIN
-    names = {group.name for group in user.groups.all()}
-    return next((role for role in reversed(ROLES) if role in names), "")
 
 
 class UserTable(BaseTable):
@@ -57,11 +49,11 @@ class UserTable(BaseTable):
         return " ".join(part for part in (record.first_name, record.last_name) if part)
 
     def render_role(self, record) -> str:
-        role = role_of(record)
+        role = user_role(record)
         return format_html('<span class="badge">{}</span>', role) if role else _("none")
 
     def value_role(self, record) -> str:
-        return role_of(record)
+        return user_role(record) or ""
 
     def render_is_active(self, value: bool) -> str:
         return _("yes") if value else format_html('<span class="badge failed">{}</span>', _("deactivated"))

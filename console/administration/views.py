@@ -19,7 +19,6 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
-from django.contrib.auth.mixins import AccessMixin
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q
 from django.http import HttpResponse
@@ -37,9 +36,11 @@ from core.errors import Refused
 from core.forms import add_refusal
 from core.models import APIToken, RoleBinding
 from core.permissions import may
+from core.roles import user_role
 from core.tables import TableMixin, build_table, paginate
 from core.tokens import issue_token as issue_api_token
 from core.tokens import revoke_token as revoke_api_token
+from core.views import PermissionMixin
 from fleet import services as fleet_services
 from fleet import tokens as cluster_tokens
 from fleet import webhooks
@@ -71,31 +72,23 @@ from .tables import (
     QuotaOwnerTable,
     RoleBindingTable,
     UserTable,
-    role_of,
 )
 
 User = get_user_model()
-SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 WEBHOOKS = {"quotas": QUOTAS_WEBHOOK, "scheduling": SCHEDULING_WEBHOOK}
 
 
-class AdminMixin(AccessMixin):
-    """Admins only: reading needs ``auth.view_user``; a POST needs ``action`` on ``model``."""
+class AdminMixin(PermissionMixin):
+    """Admins only: every administration page needs ``auth.view_user`` first (the page's own
+    model alone would let an operator who views clusters into the clusters' administration);
+    then the one page rule of ``PermissionMixin``."""
 
     model: type = User
-    action: str | None = None
 
     def dispatch(self, request, *args, **kwargs):
-        if not request.user.is_authenticated:
-            return self.handle_no_permission()
-        if not may(request.user, "view", User):
-            raise PermissionDenied
-        if request.method not in SAFE_METHODS and not (self.action and may(request.user, self.action, self.model)):
+        if request.user.is_authenticated and not may(request.user, "view", User):
             raise PermissionDenied
         return super().dispatch(request, *args, **kwargs)
-
-    def can(self, action: str, model: type | None = None) -> bool:
-        return may(self.request.user, action, model or self.model)
 
 
 def shown_once(request, template: str, context: dict[str, Any]) -> HttpResponse:
@@ -155,7 +148,7 @@ class UserDetailView(AdminMixin, TemplateView):
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         person = get_object_or_404(User.objects.prefetch_related("groups"), pk=self.kwargs["pk"])
-        role = role_of(person)
+        role = user_role(person) or ""
         table = build_table(self.request, APITokenTable, APIToken.objects.filter(user=person).select_related("user"),
                             page_request=self.request, may_revoke=may(self.request.user, "delete", APIToken))
         paginate(self.request, table)

@@ -26,7 +26,7 @@ from rest_framework.views import APIView
 
 from core.api.viewsets import DryRunMixin, MeridianModelViewSet, ReasonSerializer, RevisionsMixin
 from core.errors import Refused
-from core.permissions import RolePermission, explicit_rule
+from core.permissions import RolePermission
 from fleet.models import Cluster
 from kube.jsonpatch import merge_patch
 
@@ -57,18 +57,6 @@ from .serializers import (
 )
 
 REFUSED = OpenApiResponse(description="Refused: the one error body, field path → messages.")
-
-
-class PreviewPermission(RolePermission):
-    """For POST endpoints that compute and commit nothing (what-if, planner): like every other
-    preview they need the role that could make the change; read-only API tokens may call them."""
-
-    def has_permission(self, request, view) -> bool:
-        user = request.user
-        if not (user and user.is_authenticated and user.is_active):
-            return False
-        needed = explicit_rule(view.required_permissions, request.method)
-        return needed is not None and user.has_perms(needed)
 
 
 # --------------------------------------------------------------------------- policies
@@ -286,8 +274,8 @@ class WhatIfView(DryRunMixin, APIView):
     """Where would this workload land under this policy, and the water levels after? Commits
     nothing, so reading federated objects is enough."""
 
-    permission_classes = [PreviewPermission]
     required_permissions = {"POST": ["federation.add_federatedobject"]}
+    preview = True  # commits nothing: read-only API tokens may call it (with the role that could make the change)
 
     @extend_schema(request=WhatIfSerializer, responses={200: OpenApiTypes.OBJECT, 400: REFUSED})
     def post(self, request):
@@ -299,8 +287,8 @@ class PlannerView(DryRunMixin, APIView):
     """KubeAdmiral's Spread replica planner over plain input: weights, min/max replicas,
     capacities, and scaling without migration. Commits nothing."""
 
-    permission_classes = [PreviewPermission]
     required_permissions = {"POST": ["federation.add_federatedobject"]}
+    preview = True  # commits nothing: read-only API tokens may call it (with the role that could make the change)
 
     @extend_schema(request=PlannerSerializer, responses={200: PlanResultSerializer, 400: REFUSED})
     def post(self, request):

@@ -124,6 +124,23 @@ def test_viewer_cannot_post(client, viewer, seeded):
     assert client.post("/scheduling/preview/", {"pod": "metadata: {name: a}"}).status_code == 403
 
 
+FORM_PAGES = ("/scheduling/policies/new/", "/scheduling/policies/default/edit/", "/scheduling/templates/nsc/new/",
+              "/scheduling/templates/psc/new/", "/scheduling/templates/nsc/resource-pool-example/edit/",
+              "/scheduling/bindings/new/", "/scheduling/import/", "/scheduling/preview/", "/scheduling/simulator/")
+
+
+def test_a_viewer_is_not_offered_forms_they_cannot_send(client, viewer, operator, seeded):
+    """A page that is nothing but a change's form needs the change's permission to be opened
+    (as in node config, federation and quotas); the pages viewers read stay open to them."""
+    login(client, viewer)
+    open_to_viewer = [path for path in (*FORM_PAGES, f"/scheduling/bindings/{seeded.pk}/edit/") if client.get(path).status_code != 403]
+    assert open_to_viewer == []
+    assert client.get("/scheduling/policies/default/").status_code == 200
+    assert client.get(f"/scheduling/bindings/{seeded.pk}/").status_code == 200
+    login(client, operator)
+    assert [path for path in FORM_PAGES if client.get(path).status_code != 200] == []
+
+
 def test_binding_create_refusal_and_save(client, operator, seeded):
     login(client, operator)
     spec = "selector: {matchLabels: {app: api}}\nnodeSchedulerConfig: {name: resource-pool-example, args: {DefaultPool: B}}\n"
