@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
+from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, status
@@ -31,7 +32,8 @@ from .viewsets import DryRunMixin, MeridianListDestroyViewSet, MeridianReadOnlyV
 
 
 class APIRootView(APIView):
-    """Entry point of the REST API: one link per area."""
+    """Entry point of the REST API: each area's collections and endpoints without parameters,
+    read from the URL map itself (so it links only to what exists)."""
 
     permission_classes = [IsAuthenticated]
 
@@ -45,14 +47,26 @@ class APIRootView(APIView):
                 "auth": {"token": link("api:token-obtain"), "tokens": link("api:apitoken-list"), "me": link("api:me")},
                 "core": {"jobs": link("api:job-list"), "audit-log": link("api:objectchange-list")},
                 "configuration": {"apply": link("api:apply"), "delete": link("api:delete"), "export": link("api:export")},
-                "fleet": request.build_absolute_uri("/api/v1/fleet/"),
-                "nodeconfig": request.build_absolute_uri("/api/v1/nodeconfig/"),
-                "quotas": request.build_absolute_uri("/api/v1/quotas/"),
-                "federation": request.build_absolute_uri("/api/v1/federation/"),
-                "scheduling": request.build_absolute_uri("/api/v1/scheduling/"),
+                **area_links(request),
                 "schema": request.build_absolute_uri("/api/schema/"),
             }
         )
+
+
+def area_links(request) -> dict[str, dict[str, str]]:
+    """``{area: {path: url}}`` for every app's API (``api/v1/<area>/``): its routes that take no
+    parameter, in the URL map's order."""
+    areas: dict[str, dict[str, str]] = {}
+    root = next(p for p in get_resolver().url_patterns if isinstance(p, URLResolver) and str(p.pattern) == "api/v1/")
+    for area in root.url_patterns:
+        prefix = str(area.pattern).strip("/")
+        if not isinstance(area, URLResolver) or not prefix:
+            continue
+        areas[prefix] = {
+            str(route.pattern).strip("^$").rstrip("/"): reverse(f"{area.namespace}:{route.name}", request=request)
+            for route in area.url_patterns
+            if isinstance(route, URLPattern) and route.name and route.pattern.regex.groups == 0}
+    return areas
 
 
 class TokenObtainView(DryRunMixin, generics.GenericAPIView):
