@@ -60,11 +60,14 @@ def test_the_overview_lists_what_needs_attention_live_and_big_numbers_fit_their_
     overflowing = """() => Array.from(document.querySelectorAll('.cards .stat, .attention > .card')).filter((card) =>
         card.scrollWidth > card.clientWidth + 1 || Array.from(card.children).some((c) => c.getBoundingClientRect().right >
         card.getBoundingClientRect().right + 1)).map((card) => card.textContent.trim())"""
-    for width in (1280, 760, 420):
+    one_line = """() => { const value = document.getElementById('stat-nodes');
+        return value.getBoundingClientRect().height < 1.5 * parseFloat(getComputedStyle(value).fontSize); }"""
+    for width in (1400, 1280, 760, 420):
         page.set_viewport_size({"width": width, "height": 900})
         page.goto(f"{asgi_server}/")
         assert page.locator("#stat-nodes").inner_text() == "198,512/200,000"
         assert page.evaluate(overflowing) == [], f"a number spills out of its card at {width}px"
+        assert page.evaluate(one_line), f"the figure is broken over two lines at {width}px"
 
     assert page.locator("#attention-clusters .attention-count").inner_text() == "0"
     wait_js(page, "document.body.dataset.live === '1'")

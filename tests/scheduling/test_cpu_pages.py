@@ -109,6 +109,18 @@ def test_viewers_cannot_post(client, viewer, seed_example):
     assert client.get(reverse("scheduling:cpu-what-if")).status_code == 403
 
 
+def test_the_fleet_page_writes_figures_as_the_overview_does(client, viewer, cluster):
+    """Grouped by the language's separator (1,040), as every other page prints numbers."""
+    for index in range(10):
+        seed_node(cluster, f"db-host-{index}")
+    login(client, viewer)
+    page = client.get(reverse("scheduling:cpu-fleet")).content.decode()
+    assert "of 1,040 logical CPUs" in page
+    assert re.search(r'<span class="value">9[0-9]{2}</span>', page), "sellable: fewer than a thousand here"
+    assert not re.search(r"\b\d{4,}\b(?![^<]*>)", page.split('<main', 1)[1].split("</main>")[0].replace("1,040", "")), \
+        "no ungrouped figure of four digits or more in the page's text"
+
+
 def test_fleet_page_and_what_if(client, operator, cluster, seed_example):
     host, _, _ = seed_example
     full = seed_node(cluster, "db-host-2")

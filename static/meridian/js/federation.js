@@ -166,7 +166,7 @@
   }
 
   // As the server formats the cells: 1,234.5 and 12 (not 12.0).
-  function fmt(v) { return (Math.round(v * 10) / 10).toLocaleString("en-US", { maximumFractionDigits: 1 }); }
+  function fmt(v) { return window.Meridian.number(Math.round(v * 10) / 10, 1); }
 
   function levelClass(rate) { return rate >= 90 ? "hot" : rate >= 70 ? "warm" : ""; }
 
@@ -213,9 +213,9 @@
           fmt(t.requested) + " / " + fmt(t.allocatable) + " " + d.units[key] + " · " + fmt(t.available) + " " + (labels.free || "free");
       });
       var set = function (name, value) { var el = totalsEl.querySelector('[data-total="' + name + '"]'); if (el) el.textContent = value; };
-      set("ready", d.ready.filter(Boolean).length);
-      set("clusters", d.clusters.length);
-      set("cordoned", d.state.filter(Boolean).length);
+      set("ready", fmt(d.ready.filter(Boolean).length));
+      set("clusters", fmt(d.clusters.length));
+      set("cordoned", fmt(d.state.filter(Boolean).length));
     }
   }
 

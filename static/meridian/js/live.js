@@ -152,6 +152,14 @@
   };
   window.Meridian = window.Meridian || {};
   window.Meridian.live = api;
+  // Numbers as the server writes them ({{ n|floatformat:"0g" }}): grouped in the page's language
+  // (198,512), at most `digits` decimals. The one formatter of live figures.
+  var formats = {};
+  window.Meridian.number = function (value, digits) {
+    var key = digits || 0;
+    formats[key] = formats[key] || new Intl.NumberFormat(document.documentElement.lang || undefined, { maximumFractionDigits: key });
+    return formats[key].format(value || 0);
+  };
   setLive(false);
   connect();
 })();

@@ -40,7 +40,7 @@
     within(id, ".nc-progress").forEach(function (bar) { renderBar(bar, p); });
     within(id, "[data-nc-delivery]").forEach(function (el) { el.hidden = p.delivery !== "pending"; });
     within(id, '[data-nc-field="current_revision"]').forEach(function (el) { el.textContent = p.current_revision; });
-    within(id, '[data-nc-field="matched_nodes"]').forEach(function (el) { el.textContent = p.matched_nodes; });
+    within(id, '[data-nc-field="matched_nodes"]').forEach(function (el) { el.textContent = window.Meridian.number(p.matched_nodes); });
     within(id, '[data-nc-field="hash"]').forEach(function (el) { el.textContent = p.hash; });
     // The rollout controls follow the true state: Resume once paused (an auto-pause on
     // failures arrives here), Pause while running, the form gone once complete.

@@ -7,9 +7,8 @@
   if (!live) return;
   var labelsEl = document.getElementById("overview-feed-labels");
   var labels = labelsEl ? JSON.parse(labelsEl.textContent) : {};
-  var number = new Intl.NumberFormat(document.documentElement.lang || undefined);
   function setText(id, text) { var el = document.getElementById(id); if (el) el.textContent = text; }
-  function n(value) { return number.format(value || 0); }
+  var n = window.Meridian.number;
 
   live.on("system.status", function (d) {  // a heartbeat, not something that happened: not in the feed
     setText("stat-workers", n(d.workers));

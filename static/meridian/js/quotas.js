@@ -23,8 +23,6 @@
 
   function cssVar(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
 
-  // Plain amounts grouped as the page's language writes numbers (1,127), as on the overview.
-  var number = new Intl.NumberFormat(document.documentElement.lang || undefined, { maximumFractionDigits: 3 });
 
   // A float back to a short human quantity (binary suffixes for exact multiples of 1024²).
   function fmt(v) {
@@ -34,7 +32,7 @@
       if (Math.abs(v) >= units[i][1] && v % units[i][1] === 0) return (v / units[i][1]) + units[i][0];
     }
     if (Math.abs(v) >= 1e9) return (v / 1e9).toFixed(2).replace(/\.?0+$/, "") + "G";
-    return number.format(Math.round(v * 1000) / 1000);
+    return window.Meridian.number(Math.round(v * 1000) / 1000, 3);  // grouped as the page's language writes numbers
   }
 
   function ratioOf(used, hard) {
