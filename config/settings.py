@@ -328,8 +328,8 @@ MERIDIAN_CPU_RECONCILE_SECONDS = env.int("MERIDIAN_CPU_RECONCILE_SECONDS", defau
 #: jobs and failures are kept as long as the audit log).
 MERIDIAN_SYSTEM_JOB_RETENTION_HOURS = env.int("MERIDIAN_SYSTEM_JOB_RETENTION_HOURS", default=1)
 #: A worker refreshes its heartbeat this often; it lapses after ``core.worker_signals.HEARTBEAT_TTL``
-#: (20 s), after which the reaper settles the jobs it held (a worker killed mid-task).
-MERIDIAN_WORKER_HEARTBEAT_SECONDS = 5
+#: (12 s), after which the reaper settles the jobs it held (a worker killed mid-task).
+MERIDIAN_WORKER_HEARTBEAT_SECONDS = 3
 #: Real clusters are watched between syncs (``fleet.informer.Watcher``): one worker process
 #: holds each cluster's watches open and writes a change a moment after the API server sends
 #: it, renewing each watch every ``MERIDIAN_CLUSTER_WATCH_SECONDS``. Off: each periodic sync

@@ -33,7 +33,7 @@ from .locks import Lease
 
 logger = logging.getLogger(__name__)
 RETRY_SECONDS = 5.0
-REAP_SECONDS = 10.0
+REAP_SECONDS = 5.0
 LEADER_TTL = 10.0
 #: A tick at least this often: the lease is renewed (or, standing by, tried) each time.
 TICK_SECONDS = 1.0

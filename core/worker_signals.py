@@ -22,7 +22,7 @@ from celery.signals import before_task_publish, task_postrun, task_prerun, worke
 logger = logging.getLogger(__name__)
 
 WORKERS_KEY = "meridian:workers"
-HEARTBEAT_TTL = 20
+HEARTBEAT_TTL = 12  # four missed heartbeats: a killed worker's jobs are settled within a minute
 _stop = threading.Event()
 
 # The server's clock on both sides, so machines' clocks need not agree.

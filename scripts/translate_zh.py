@@ -27,7 +27,7 @@ GLOSSARY = {
     "Read-only tokens may only use safe methods.": "只读令牌只能使用安全的请求方法。",
     "Pending": "等待中", "Waiting": "等待资源", "Error or wait": "错误或等待原因", "Started": "开始时间",
     "Attempts": "尝试次数", "%(n)s worker lost": "%(n)s 个 Worker 中途失联", "Result": "结果", "Cancel job": "取消任务",
-    "Log": "日志", "Running": "运行中", "Succeeded": "成功", "Failed": "失败", "Canceled": "已取消",
+    "Log": "日志", "History: this object's entries in the audit log": "历史：此对象在审计日志中的条目", "Running": "运行中", "Succeeded": "成功", "Failed": "失败", "Canceled": "已取消",
     "User name or system component.": "用户名或系统组件。", "Updated": "已更新", "Deleted": "已删除",
     "Kept when the user is deleted.": "用户删除后仍保留。",
     "Domain verb such as rollback or emergency_downgrade.": "领域操作，例如 rollback 或 emergency_downgrade。",

@@ -48,6 +48,8 @@ from scheduling.models import (
 from tests.conftest import PASSWORD
 from tests.test_access import MACHINE_PREFIXES, PUBLIC, SKIPPED_PREFIXES, UNSAFE, _is_api, all_routes
 
+pytestmark = pytest.mark.once  # minutes, and the same on every database: CI runs it on PostgreSQL only
+
 MATRIX = Path(__file__).resolve().parent.parent / "docs" / "access-matrix.md"
 PERSONAS = ("anonymous", "viewer", "operator", "admin", "quota-owner", "scoped-operator", "quota-operator", "agent-token",
             "webhook-token")

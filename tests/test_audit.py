@@ -80,3 +80,27 @@ def test_audit_log_api_filters_and_page_exports_csv(viewer, viewer_api, client):
     assert rows[0][-2:] == ["Before", "After"], "the export carries the snapshots the page hides"
     detail = client.get(f"/audit/{ObjectChange.objects.get(actor='bob').pk}/")
     assert detail.status_code == 200 and b"changed" in detail.content
+
+
+@pytest.mark.django_db
+def test_an_objects_page_links_to_its_own_history(operator, operator_api, client):
+    """NetBox's changelog tab: the object's page links to the audit log filtered to it."""
+    import re
+
+    from fleet.models import Cluster
+
+    mine, other = (Job.objects.create(kind=kind, triggered_by="test") for kind in ("probe-mine", "probe-other"))
+    for job in (mine, other):
+        assert operator_api.post(f"/api/v1/core/jobs/{job.pk}/cancel/").status_code == 200
+    client.force_login(operator)
+    page = client.get(f"/jobs/{mine.pk}/").content.decode()
+    link = re.search(r'<p class="muted small history-link"><a href="([^"]+)"', page)
+    assert link, "the job's page links to its history"
+    history = client.get(link.group(1).replace("&amp;", "&"))
+    assert history.status_code == 200
+    rows = list(history.context["table"].page.object_list)
+    assert [(row.record.object_id, row.record.verb) for row in rows] == [(str(mine.pk), "cancel")]
+
+    cluster = Cluster.objects.create(name="bj-history", connector="simulated")
+    page = client.get(f"/fleet/clusters/{cluster.name}/").content.decode()
+    assert f"/audit/?object_type=fleet.cluster&amp;object_id={cluster.pk}" in page

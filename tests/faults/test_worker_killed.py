@@ -7,9 +7,11 @@ kept taking the cluster's lock from the requested sync before)."""
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import httpx
 from django.db.models import Count, Sum
+from django.utils import timezone
 
 from core.models import Job
 from fleet.models import Cluster, Node
@@ -38,8 +40,20 @@ def settled(jobs, since: float) -> list[Job]:
                              what="every job the dead worker held to settle")
     except AssertionError as exc:
         states = list(Job.objects.filter(pk__in=pks).values_list("pk", "kind", "status", "waiting_for", "error", "attempts"))
-        raise AssertionError(f"{exc}: {states}") from None
+        raise AssertionError(f"{exc}: {states}; {timeline(jobs, since)}") from None
     return rows
+
+
+def timeline(jobs, since: float) -> str:
+    """When, after the kill, each job was sent again, started again and finished (the figures
+    that add up to its settling time)."""
+    killed = timezone.now() - timedelta(seconds=time.monotonic() - since)
+
+    def after(moment) -> str:
+        return f"{(moment - killed).total_seconds():.1f} s" if moment and moment > killed else "-"
+
+    return "; ".join(f"job {job.pk}: sent again {after(job.dispatched)}, started {after(job.started)}, "
+                     f"finished {after(job.finished)}" for job in Job.objects.filter(pk__in=[j.pk for j in jobs]))
 
 
 def assert_true_status(rows: list[Job]) -> None:
@@ -84,7 +98,7 @@ def test_a_cluster_sync_settles_every_time_its_worker_is_killed(meridian, admin_
         meridian.start_worker(f"worker-{kill + 1}")
         rows = settled(held, killed_at)
         print(f"sync round {kill}: {len(rows)} jobs settled {time.monotonic() - killed_at:.1f} s after the kill:",
-              [(row.kind, row.status, "superseded" in row.result) for row in rows])
+              [(row.kind, row.status, "superseded" in row.result) for row in rows], timeline(rows, killed_at))
         assert_true_status(rows)
         done = Job.objects.get(pk=requested.pk)
         assert done.status == Job.Status.SUCCEEDED, (done.error, meridian.log(f"worker-{kill + 1}")[-3000:])
