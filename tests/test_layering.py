@@ -31,3 +31,25 @@ def test_no_module_imports_itself_back():
                 if not module.startswith(imported + ".") and graph.chain_exists(importer=imported, imported=module):
                     cycles.append(f"{module} -> {imported} -> … -> {module}")
     assert cycles == []
+
+
+def test_every_module_of_a_layered_package_has_a_layer():
+    """A module a layers contract does not name is outside it: nothing checks what it imports or
+    who imports it (``core.sql``, ``core.metrics``, ``fleet.informer`` … were)."""
+    import configparser
+    import re
+
+    config = configparser.ConfigParser()
+    config.read(ROOT / ".importlinter")
+    outside = []
+    for section in config.sections():
+        contract = config[section]
+        if contract.get("type") != "layers" or "containers" not in contract:
+            continue
+        named = {name.strip() for line in contract["layers"].splitlines() for name in re.split(r"[:|]", line) if name.strip()}
+        for container in contract["containers"].split():
+            folder = ROOT / container.replace(".", "/")
+            modules = {path.stem for path in folder.glob("*.py") if path.stem != "__init__"}
+            modules |= {path.name for path in folder.iterdir() if (path / "__init__.py").exists()}
+            outside += [f"{container}.{name}" for name in sorted(modules - named - {"migrations", "templatetags"})]
+    assert outside == []
