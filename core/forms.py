@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
 from django import forms
 from django.utils.translation import gettext_lazy as _
+
+from kube.limits import MAX_DEPTH, deeper_than
 
 from .errors import NON_FIELD, Refused
 from .permissions import restrict
@@ -41,6 +44,77 @@ def yaml_error(exc: yaml.YAMLError, unmarked: Any = None) -> str:
         return str((unmarked or _("Invalid YAML: %(error)s")) % {"error": problem})
     return str(_("Invalid YAML at line %(line)s, column %(column)s: %(error)s")
                % {"line": mark.line + 1, "column": mark.column + 1, "error": problem})
+
+
+#: The most a person may paste into one text box.
+MAX_PASTE = 1_000_000
+
+
+class KubeYAMLLoader(yaml.SafeLoader):
+    """YAML as Kubernetes reads it into JSON: an unquoted ``2024-01-01`` stays a string."""
+
+
+KubeYAMLLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+_KIND_NAMES = {dict: _("a mapping (key: value pairs)"), list: _("a list")}
+
+
+def parse_pasted(text: str | None, *, what: Any, kind: type | None = dict, required: bool = True, empty: Any = None) -> Any:
+    """What a person pasted into a text box, as YAML or JSON (JSON is YAML): the one reader of
+    every "paste JSON or YAML" field.
+
+    Nothing typed: refused when ``required``, else ``empty`` (also what a typed ``null``
+    gives, unless ``empty`` is None); a syntax error names its line and column; only JSON
+    values come out (a YAML tag making bytes or sets is refused), nested at most
+    ``MAX_DEPTH`` levels, of ``kind`` (None: any value).
+    """
+    text = (text or "").strip()
+    if not text:
+        if not required:
+            return empty
+        raise forms.ValidationError(_("Paste %(what)s as YAML or JSON.") % {"what": what}, code="required")
+    try:
+        value = yaml.load(text, Loader=KubeYAMLLoader)
+    except yaml.YAMLError as exc:
+        raise forms.ValidationError(yaml_error(exc), code="invalid_yaml") from exc
+    except RecursionError:
+        value, too_deep = None, True
+    else:
+        too_deep = deeper_than(value)
+    what = str(what)
+    if too_deep:
+        raise forms.ValidationError(_("%(what)s may nest at most %(limit)s levels deep.")
+                                    % {"what": what[:1].upper() + what[1:], "limit": MAX_DEPTH}, code="too_deep")
+    if value is None and empty is not None:
+        return empty
+    if kind is not None and not isinstance(value, kind):
+        raise forms.ValidationError(_("%(what)s must be %(kind)s, not %(other)s.")
+                                    % {"what": what[:1].upper() + what[1:], "kind": _KIND_NAMES[kind],
+                                       "other": _("a list") if isinstance(value, list) else _("a scalar")},
+                                    code="not_mapping" if kind is dict else "not_list")
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise forms.ValidationError(_("Only JSON values are allowed (strings, numbers, booleans, lists, maps): %(error)s")
+                                    % {"error": exc}, code="not_json") from exc
+    return value
+
+
+class PastedField(forms.CharField):
+    """A text box of YAML or JSON, cleaned by ``parse_pasted`` (``required`` as any field's)."""
+
+    def __init__(self, *, what: Any, empty: Any = None, kind: type | None = dict, rows: int = 14, **kwargs: Any) -> None:
+        self.what, self.empty, self.kind = what, empty, kind
+        kwargs.setdefault("max_length", MAX_PASTE)
+        kwargs.setdefault("widget", forms.Textarea(attrs={"rows": rows, "spellcheck": "false", "class": "code"}))
+        super().__init__(**kwargs)
+
+    def clean(self, value: Any) -> Any:
+        text = super().clean(value)
+        return parse_pasted(text, what=self.what, kind=self.kind, required=self.required, empty=self.empty)
 
 
 def add_refusal(form: forms.Form, exc: Refused) -> None:

@@ -17,15 +17,12 @@ class FederationConfig(AppConfig):
             "federation.add_propagationpolicy", "federation.change_propagationpolicy", "federation.delete_propagationpolicy",
             "federation.add_overridepolicy", "federation.change_overridepolicy", "federation.delete_overridepolicy",
         )
+        from core import live
         from fleet.models import Cluster
         from fleet.signals import cluster_cordoned
 
         from . import services
-        from .models import FederatedObject
-
-        from core import live
-
-        from .models import OBJECT_LIVE
+        from .models import OBJECT_LIVE, FederatedObject
         from .reconcile import object_events
 
         cluster_cordoned.connect(services.cluster_cordoned, dispatch_uid="federation-cluster-cordoned")

@@ -12,7 +12,6 @@ of the message, so a person reads where to look. Forms that change something car
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
@@ -20,12 +19,10 @@ import yaml
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from core.forms import BlockFieldsForm, VersionField, yaml_error
+from core.forms import BlockFieldsForm, PastedField, VersionField
 
-from .limits import MAX_DEPTH, deeper_than
 from .models import FederatedObject, FederatedRevision, OverridePolicy, PropagationPolicy
 
-MAX_YAML = 1_000_000
 #: The namespace filter's value for objects without a namespace (no namespace may be named "-").
 NO_NAMESPACE = "-"
 POLICY_KINDS = {"propagation": PropagationPolicy, "override": OverridePolicy}
@@ -35,69 +32,9 @@ POLICY_TITLES = {"propagation": _("Propagation policies"), "override": _("Overri
 # ---------------------------------------------------------------------------- YAML
 
 
-class _KubeLoader(yaml.SafeLoader):
-    """YAML as Kubernetes reads it into JSON: an unquoted ``2024-01-01`` stays a string."""
-
-
-_KubeLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def parse_yaml_mapping(text: str, *, what: str, empty: Any = None) -> Any:
-    """A mapping typed as YAML (JSON is YAML too); ``empty`` when nothing was typed.
-
-    Only JSON values come out (what the object or policy is stored as): a YAML tag that
-    makes bytes or sets is refused with the reason, never a failed save later.
-    """
-    text = (text or "").strip()
-    if not text:
-        if empty is not None:
-            return empty
-        raise forms.ValidationError(_("Paste %(what)s as YAML or JSON.") % {"what": what}, code="required")
-    try:
-        value = yaml.load(text, Loader=_KubeLoader)
-    except yaml.YAMLError as exc:
-        raise forms.ValidationError(yaml_error(exc), code="invalid_yaml") from exc
-    except RecursionError:
-        value = None
-        too_deep = True
-    else:
-        too_deep = deeper_than(value)
-    if too_deep:
-        what = str(what)
-        raise forms.ValidationError(_("%(what)s may nest at most %(limit)s levels deep.")
-                                    % {"what": what[:1].upper() + what[1:], "limit": MAX_DEPTH}, code="too_deep")
-    if value is None and empty is not None:
-        return empty
-    if not isinstance(value, dict):
-        raise forms.ValidationError(_("%(what)s must be a mapping (key: value pairs), not a list or a scalar.")
-                                    % {"what": str(what).capitalize()}, code="not_mapping")
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError) as exc:
-        raise forms.ValidationError(_("Only JSON values are allowed (strings, numbers, booleans, lists, maps): %(error)s")
-                                    % {"error": exc}, code="not_json") from exc
-    return value
-
-
 def to_yaml(value: Any) -> str:
     """The stored JSON as people edit it (keys in the order they were written)."""
     return yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False, width=120)
-
-
-class YamlField(forms.CharField):
-    """A textarea of YAML (or JSON), cleaned to a mapping."""
-
-    def __init__(self, *, what: str, empty: Any = None, rows: int = 18, **kwargs: Any) -> None:
-        self.what, self.empty = what, empty
-        kwargs.setdefault("max_length", MAX_YAML)
-        kwargs.setdefault("widget", forms.Textarea(attrs={"rows": rows, "spellcheck": "false", "class": "code"}))
-        super().__init__(**kwargs)
-
-    def clean(self, value: Any) -> Any:
-        return parse_yaml_mapping(super().clean(value), what=self.what, empty=self.empty)
 
 
 def reason_field(required: bool = False, label: Any = None) -> forms.CharField:
@@ -159,7 +96,7 @@ class SubmitForm(BlockFieldsForm):
 
     refusal_fields: ClassVar[dict[str, str]] = {"object": "object", "propagation_policy": "propagation_policy", "override_policy": "override_policy"}
 
-    object = YamlField(what=_("a Kubernetes object"), label=_("Object (YAML or JSON)"),
+    object = PastedField(what=_("a Kubernetes object"), label=_("Object (YAML or JSON)"),
                        help_text=_("A native object as you would kubectl apply it: Deployment, StatefulSet, Job, "
                                    "ConfigMap, Secret, Service, or any custom resource."))
     propagation_policy = forms.ChoiceField(required=False, label=_("Propagation policy"),
@@ -182,7 +119,7 @@ class EditTemplateForm(BlockFieldsForm):
 
     refusal_fields: ClassVar[dict[str, str]] = {"object": "template"}
 
-    template = YamlField(what=_("the template"), rows=24, label=_("Template (YAML)"),
+    template = PastedField(what=_("the template"), rows=24, label=_("Template (YAML)"),
                          help_text=_("Saving a changed template makes a new revision and rolls it out cluster by cluster."))
     change_cause = forms.CharField(required=False, max_length=500, label=_("Change cause"),
                                    widget=forms.TextInput(attrs={"size": 60}))
@@ -251,7 +188,7 @@ class PolicyForm(BlockFieldsForm):
                                 help_text=_("Empty: a fleet-wide policy (a cluster policy upstream) any namespace may use."))
     name = forms.CharField(max_length=253, label=_("Name"))
     description = forms.CharField(required=False, max_length=500, label=_("Description"))
-    spec = YamlField(what=_("the spec"), empty={}, rows=16, label=_("Spec (YAML)"),
+    spec = PastedField(what=_("the spec"), empty={}, rows=16, label=_("Spec (YAML)"),
                      help_text=_("{} for an empty spec; an empty field is refused, never saved as one."))
     version = VersionField()
 
@@ -294,9 +231,9 @@ class WhatIfForm(BlockFieldsForm):
 
     refusal_fields: ClassVar[dict[str, str]] = {"object": "object", "policy": "policy", "policy.*": "policy_spec"}
 
-    object = YamlField(what=_("a Kubernetes object"), label=_("Object (YAML or JSON)"))
+    object = PastedField(what=_("a Kubernetes object"), label=_("Object (YAML or JSON)"))
     policy = forms.ChoiceField(required=False, label=_("Propagation policy"))
-    policy_spec = YamlField(what=_("a policy spec"), empty={}, rows=8, required=False,
+    policy_spec = PastedField(what=_("a policy spec"), empty={}, rows=8, required=False,
                             label=_("…or a policy spec (YAML)"),
                             help_text=_("Used instead of the chosen policy when given, e.g. "
                                         "“schedulingMode: Divide” and “maxClusters: 2”."))

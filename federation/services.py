@@ -16,10 +16,10 @@ from core.audit import record_change, snapshot
 from core.context import current_actor
 from core.errors import Conflict, Refused
 from fleet.models import Cluster
+from kube.limits import deeper_than, too_deep_message
 from kube.resources import PodSpecError, UnsupportedWorkloadError, pod_requests, workload_pod_template
 
 from .followers import FOLLOWER_KINDS, referenced
-from .limits import deeper_than, too_deep_message
 from .models import (
     CLUSTER_OVERRIDE_POLICY_LABEL,
     CLUSTER_PROPAGATION_POLICY_LABEL,

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.errors import Refused
+from kube.limits import deeper_than, too_deep_message
 
-from .limits import deeper_than, too_deep_message
 from .models import PropagationPolicy
 from .policy import scheduling_unit, validate_propagation
 from .reconcile import fleet_snapshot

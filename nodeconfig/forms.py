@@ -13,12 +13,11 @@ import json
 import re
 from typing import Any
 
-import yaml
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from core import concurrency
-from core.forms import BlockFieldsForm, VersionField
+from core.forms import BlockFieldsForm, PastedField, VersionField
 from fleet.models import Cluster
 
 from .models import ConfigRevision, ConfigTarget, ConfigType
@@ -27,25 +26,6 @@ from .services import TargetSpec
 #: What confirms a fleet-wide emergency downgrade (a cluster is confirmed by its name, a
 #: selector by itself).
 CONFIRM_FLEET = "fleet"
-
-def parse_config(text: str) -> dict[str, Any]:
-    """A config body typed as JSON or YAML; it must be an object (mapping)."""
-    text = (text or "").strip()
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise forms.ValidationError(_("Neither valid JSON nor valid YAML: %(error)s"), params={"error": exc}) from exc
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise forms.ValidationError(_("The config must be an object (key: value pairs), not a list or a scalar."))
-    return value
-
 
 def parse_node_names(text: str) -> tuple[str, ...]:
     """Node names separated by newlines, commas or spaces; duplicates dropped, order kept."""
@@ -77,8 +57,8 @@ class TargetForm(BlockFieldsForm):
                                  help_text=_("One node name per line (commas work too)."))
     last_duration = forms.CharField(max_length=32, required=False, label=_("Last duration"),
                                     help_text=_("How long the node list lasts before it is removed, e.g. 72h."))
-    config = forms.CharField(required=False, label=_("Config (JSON or YAML)"), initial="{}",
-                             widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false", "class": "code"}))
+    config = PastedField(what=_("the config"), empty={}, required=False, rows=12, label=_("Config (JSON or YAML)"),
+                         initial="{}")
     wave_size = forms.CharField(max_length=16, required=False, label=_("Wave size"),
                                 help_text=_("Nodes per wave: a count or N%. Empty: all at once."))
     wave_interval_seconds = forms.IntegerField(min_value=0, max_value=86400, initial=60, label=_("Wave interval (seconds)"))
@@ -95,9 +75,6 @@ class TargetForm(BlockFieldsForm):
         self.target = target
         if target is not None:  # a target's type and name are its identity
             self.fields["type"].disabled = self.fields["name"].disabled = True
-
-    def clean_config(self) -> dict[str, Any]:
-        return parse_config(self.cleaned_data.get("config", ""))
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

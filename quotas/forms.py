@@ -8,16 +8,14 @@ form with ``add_refusal``, on the field it names (``hard.limits.cpu`` lands on `
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import yaml
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from core.forms import BlockFieldsForm, VersionField, yaml_error
+from core.forms import BlockFieldsForm, PastedField, VersionField
 
 #: ``key: quantity`` or ``key=quantity``; the value may be quoted as YAML would allow.
 RESOURCE_LINE = re.compile(r"""^(?P<key>[^\s:=]+)\s*[:=]\s*(?P<q>["']?)(?P<value>[^\s"']+)(?P=q)\s*$""")
@@ -56,25 +54,6 @@ def resource_lines(resources: Mapping[str, Any] | None) -> str:
 def parse_usernames(text: str) -> list[str]:
     """Usernames separated by commas, spaces or newlines; duplicates dropped, order kept."""
     return list(dict.fromkeys(n for n in re.split(r"[\s,]+", text or "") if n))
-
-
-def parse_manifest(text: str) -> dict[str, Any]:
-    """A workload typed as JSON or YAML; a YAML error names its line."""
-    text = (text or "").strip()
-    if not text:
-        raise forms.ValidationError(_("Paste a workload manifest."), code="required")
-    try:
-        value = json.loads(text)
-    except ValueError:
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            message = yaml_error(exc, _("Neither valid JSON nor valid YAML: %(error)s"))
-            raise forms.ValidationError(message, code="invalid_yaml") from exc
-    if not isinstance(value, dict):
-        raise forms.ValidationError(
-            _("The workload must be an object (apiVersion, kind, metadata, spec), not a list or a scalar."), code="not_object")
-    return value
 
 
 class ResourceLinesField(forms.CharField):
@@ -174,15 +153,11 @@ class MoveForm(BlockFieldsForm):
 class CheckForm(BlockFieldsForm):
     """The what-if: a workload manifest and an optional group that overrides its label."""
 
-    workload = forms.CharField(max_length=MAX_MANIFEST, label=_("Workload (YAML or JSON)"),
-                               widget=forms.Textarea(attrs={"rows": 18, "spellcheck": "false", "class": "code"}),
-                               help_text=_("A Deployment, StatefulSet, Rollout, TFJob, … whose label "
+    workload = PastedField(what=_("a workload manifest"), max_length=MAX_MANIFEST, rows=18, label=_("Workload (YAML or JSON)"),
+                           help_text=_("A Deployment, StatefulSet, Rollout, TFJob, … whose label "
                                            "biz.group.resource.quota names its quota group."))
     group = forms.CharField(required=False, max_length=253, label=_("Quota group (optional)"),
                             help_text=_("Check against this group instead of the one named by the workload's label."))
-
-    def clean_workload(self) -> dict[str, Any]:
-        return parse_manifest(self.cleaned_data.get("workload", ""))
 
     def clean_group(self) -> str | None:
         return (self.cleaned_data.get("group") or "").strip() or None

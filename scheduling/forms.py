@@ -15,34 +15,23 @@ import yaml
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from core.forms import BlockFieldsForm, VersionField, yaml_error
+from core.forms import BlockFieldsForm, PastedField, VersionField, parse_pasted, yaml_error
 from fleet.forms import WebhookConfigurationForm
 
 from .manifests import load_manifests
 
 
-def parse_document(text: str, *, what: str = "value", required: bool = True) -> Any:
-    """A JSON or YAML document typed in a text box (YAML 1.1 as Kubernetes reads manifests)."""
-    text = (text or "").strip()
-    if not text:
-        if required:
-            raise ValueError(str(_("Enter the %(what)s as JSON or YAML.") % {"what": what}))
-        return None
+def parse_document(text: str, *, what: Any = "value", required: bool = True, kind: type | None = None) -> Any:
+    """``core.forms.parse_pasted`` for callers outside a form (the API's YAML bodies, a
+    preview's arguments): its refusal as a ``ValueError``."""
     try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ValueError(yaml_error(exc)) from exc
+        return parse_pasted(text, what=what, kind=kind, required=required)
+    except forms.ValidationError as exc:
+        raise ValueError(" ".join(exc.messages)) from exc
 
 
 def parse_pod(text: str) -> dict[str, Any]:
-    pod = parse_document(text, what="pod")
-    if not isinstance(pod, dict):
-        raise ValueError(str(_("The pod must be an object (a v1 Pod), not a list or a scalar.")))
-    return pod
+    return parse_document(text, what=_("the pod"), kind=dict)
 
 
 def parse_template_spec(text: str) -> Any:
@@ -55,7 +44,7 @@ def parse_template_spec(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         pass
-    from .manifests import _Prescan, _Restorer, _compose  # the import's reader, for one spec
+    from .manifests import _compose, _Prescan, _Restorer  # the import's reader, for one spec
     from .schedconfig import SchedulingConfigError
 
     try:
@@ -82,17 +71,13 @@ def as_yaml(value: Any) -> str:
     return yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False)
 
 
-class JSONOrYAMLField(forms.CharField):
-    widget = forms.Textarea(attrs={"rows": 14, "spellcheck": "false", "class": "code"})
-
-    def __init__(self, *args: Any, parser=parse_document, **kwargs: Any) -> None:
-        self.parser = parser
-        super().__init__(*args, **kwargs)
+class TemplateSpecField(PastedField):
+    """A template's spec: upstream's own YAML, where ``{{.Pool}}`` placeholders may stand unquoted."""
 
     def clean(self, value: Any) -> Any:
-        text = super().clean(value)
+        text = forms.CharField.clean(self, value)
         try:
-            return self.parser(text)
+            return parse_template_spec(text)
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from exc
 
@@ -100,7 +85,7 @@ class JSONOrYAMLField(forms.CharField):
 class PolicyForm(BlockFieldsForm):
     name = forms.CharField(max_length=63, label=_("Name"), help_text=_("What pods name in sched.cloud.ctrip.com/policy."))
     description = forms.CharField(required=False, label=_("Description"), widget=forms.Textarea(attrs={"rows": 2}))
-    config = JSONOrYAMLField(label=_("Profile (JSON or YAML)"), required=False,
+    config = PastedField(what=_("the profile"), empty={}, required=False, label=_("Profile (JSON or YAML)"),
                              help_text=_("KubeSchedulerConfiguration profile: plugins (filter/score enabled, disabled, "
                                          "weights), pluginConfig, percentageOfNodesToScore."))
     is_default = forms.BooleanField(required=False, label=_("Default policy"),
@@ -114,15 +99,11 @@ class PolicyForm(BlockFieldsForm):
         if instance is not None:
             self.fields["name"].disabled = True
 
-    def clean_config(self) -> Any:
-        value = self.cleaned_data.get("config")
-        return {} if value is None else value
-
 
 class TemplateForm(BlockFieldsForm):
     name = forms.CharField(max_length=253, label=_("Name"), help_text=_("e.g. resource-pool-example"))
     description = forms.CharField(required=False, label=_("Description"), widget=forms.Textarea(attrs={"rows": 2}))
-    spec = JSONOrYAMLField(label=_("Spec (YAML or JSON)"), parser=parse_template_spec,
+    spec = TemplateSpecField(what=_("the spec"), label=_("Spec (YAML or JSON)"),
                            help_text=_("Upstream spec: nodeAffinity (NodeSchedulerConfig) or podAffinity / podAntiAffinity "
                                        "(PodSchedulerConfig); placeholders are written {{.Name}}."))
     reason = forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
@@ -140,7 +121,7 @@ class BindingForm(BlockFieldsForm):
     namespace = forms.CharField(required=False, max_length=63, label=_("Namespace"),
                                 help_text=_("Empty: the binding applies in every namespace."))
     description = forms.CharField(required=False, label=_("Description"), widget=forms.Textarea(attrs={"rows": 2}))
-    spec = JSONOrYAMLField(label=_("Spec (YAML or JSON)"),
+    spec = PastedField(what=_("the spec"), label=_("Spec (YAML or JSON)"),
                            help_text=_("selector (a label selector over pods; {} selects every pod), priority, "
                                        "nodeSchedulerConfig / podSchedulerConfig: {name, args}."))
     reason = forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
@@ -178,7 +159,7 @@ class ImportForm(BlockFieldsForm):
 
 
 class PreviewForm(BlockFieldsForm):
-    pod = JSONOrYAMLField(label=_("Pod (YAML or JSON)"), parser=parse_pod,
+    pod = PastedField(what=_("the pod"), label=_("Pod (YAML or JSON)"),
                           help_text=_("A v1 Pod as it would be created, with its labels and annotations."))
     namespace = forms.CharField(required=False, max_length=63, label=_("Namespace"),
                                 help_text=_("The namespace it is created in (default: the pod's metadata.namespace)."))
@@ -186,7 +167,7 @@ class PreviewForm(BlockFieldsForm):
 
 class SimulateForm(BlockFieldsForm):
     cluster = forms.ChoiceField(label=_("Cluster"))
-    pod = JSONOrYAMLField(label=_("Pod (YAML or JSON)"), parser=parse_pod)
+    pod = PastedField(what=_("the pod"), label=_("Pod (YAML or JSON)"))
     replicas = forms.IntegerField(min_value=1, max_value=5000, initial=10, label=_("Replicas"))
     policy = forms.ChoiceField(required=False, label=_("Policy"))
     compare_with = forms.ChoiceField(required=False, label=_("Compare with"))

@@ -359,7 +359,7 @@ def test_registering_and_editing_a_config_type_with_its_schema(admin_user):
     bad = post(client, "/administration/config-types/DiskIOConfiguration/", fields | {"default_config": '{"threshold": -1}'})
     assert bad.status_code == 200 and "Does not satisfy the schema" in errors_of(bad)
     broken = post(client, "/administration/config-types/DiskIOConfiguration/", fields | {"schema": '{"type": "object",'})
-    assert "Invalid JSON at line 1" in errors_of(broken)
+    assert "Invalid YAML at line 1, column" in errors_of(broken)
     wrong = post(client, "/administration/config-types/DiskIOConfiguration/", fields | {"schema": '{"type": "nonsense"}'})
     assert "Not a valid JSON schema" in errors_of(wrong)
     kind.refresh_from_db()

@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.utils.translation import gettext_lazy as _
 
 from core.bindings import Grant
-from core.forms import BlockFieldsForm, VersionField
+from core.forms import BlockFieldsForm, PastedField, VersionField
 from core.models import RoleBinding
 from core.roles import ROLES, SCOPED_ROLES
 from fleet.models import ClusterToken
@@ -132,22 +132,6 @@ class WebhookURLForm(BlockFieldsForm):
                                help_text=_("As the cluster's API server reaches it (https). Empty: MERIDIAN_PUBLIC_URL."))
 
 
-def parse_json(text: str, *, kind: type, empty: Any) -> Any:
-    """JSON typed into a text area: ``empty`` when blank; the line and column of a syntax error;
-    refused when it is not a ``kind`` (an object, a list)."""
-    text = (text or "").strip()
-    if not text:
-        return empty
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise forms.ValidationError(_("Invalid JSON at line %(line)s, column %(column)s: %(error)s"),
-                                    params={"line": exc.lineno, "column": exc.colno, "error": exc.msg}) from exc
-    if not isinstance(value, kind):
-        raise forms.ValidationError(_("Must be a JSON object.") if kind is dict else _("Must be a JSON list."))
-    return value
-
-
 def json_text(value: Any) -> str:
     return "" if value in (None, {}, []) else json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
@@ -163,15 +147,13 @@ class ConfigTypeForm(BlockFieldsForm):
     resource = forms.CharField(max_length=63, label=_("Resource"), help_text=_("The plural resource name, e.g. adminqosconfigurations."))
     description = forms.CharField(required=False, max_length=2000, label=_("Description"),
                                   widget=forms.Textarea(attrs={"rows": 2}))
-    allowed_keys = forms.CharField(required=False, max_length=100_000, label=_("Allowed selector keys"),
-                                   widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "class": "code"}),
-                                   help_text=_('JSON: [{"priority": 0, "keyList": ["pool"]}, …]; the cluster key is always allowed.'))
-    schema = forms.CharField(required=False, max_length=500_000, label=_("JSON schema of the config"),
-                             widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false", "class": "code"}),
-                             help_text=_("Draft 2020-12; empty: any object."))
-    default_config = forms.CharField(required=False, max_length=500_000, label=_("Default config"),
-                                     widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false", "class": "code"}),
-                                     help_text=_("What an agent gets without a target; it must satisfy the schema."))
+    allowed_keys = PastedField(what=_("the allowed selector keys"), kind=list, empty=[], required=False, max_length=100_000,
+                               rows=4, label=_("Allowed selector keys"),
+                               help_text=_('JSON: [{"priority": 0, "keyList": ["pool"]}, …]; the cluster key is always allowed.'))
+    schema = PastedField(what=_("the JSON schema"), required=False, max_length=500_000, rows=10,
+                         label=_("JSON schema of the config"), help_text=_("Draft 2020-12; empty: any object."))
+    default_config = PastedField(what=_("the default config"), empty={}, required=False, max_length=500_000, rows=6,
+                                 label=_("Default config"), help_text=_("What an agent gets without a target; it must satisfy the schema."))
     etag = VersionField()
 
     def __init__(self, *args: Any, instance: Any = None, **kwargs: Any) -> None:
@@ -183,15 +165,6 @@ class ConfigTypeForm(BlockFieldsForm):
         super().__init__(*args, **kwargs)
         if instance is not None:
             self.fields["name"].disabled = True  # a type's kind is its identity
-
-    def clean_allowed_keys(self) -> list:
-        return parse_json(self.cleaned_data.get("allowed_keys", ""), kind=list, empty=[])
-
-    def clean_schema(self) -> dict | None:
-        return parse_json(self.cleaned_data.get("schema", ""), kind=dict, empty=None)
-
-    def clean_default_config(self) -> dict:
-        return parse_json(self.cleaned_data.get("default_config", ""), kind=dict, empty={})
 
     def values(self) -> dict[str, Any]:
         """What ``nodeconfig.services.save_config_type`` takes."""

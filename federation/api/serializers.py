@@ -9,7 +9,8 @@ from typing import Any
 import yaml
 from rest_framework import serializers
 
-from ..limits import deeper_than, too_deep_message
+from kube.limits import deeper_than, too_deep_message
+
 from ..models import FederatedObject, FederatedRevision, MemberObject, OverridePolicy, PropagationPolicy
 
 #: Upper bound for a pasted manifest (a Deployment is a few KiB; a CRD instance rarely 1 MiB).

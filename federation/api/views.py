@@ -29,9 +29,9 @@ from core.errors import Refused
 from core.permissions import RolePermission
 from fleet.models import Cluster
 from kube.jsonpatch import merge_patch
+from kube.limits import deeper_than, too_deep_message
 
 from .. import planner, services, water, whatif
-from ..limits import deeper_than, too_deep_message
 
 
 def _valid(serializer_class, data: Any, *, partial: bool = False) -> dict[str, Any]:

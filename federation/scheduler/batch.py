@@ -43,7 +43,6 @@ from .types import (
     _UnitError,
 )
 
-
 # --------------------------------------------------------------------------- batch scheduling
 #
 # A fleet-wide reschedule runs thousands of units over the same clusters, and most units

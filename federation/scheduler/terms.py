@@ -10,7 +10,6 @@ from kube.labels import Operator, Requirement, Selector, SelectorError
 
 from .types import ClusterInfo, _UnitError
 
-
 _SELECTOR_OPERATORS = {
     "In": Operator.IN,
     "NotIn": Operator.NOT_IN,

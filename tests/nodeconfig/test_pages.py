@@ -252,7 +252,7 @@ def test_a_refused_target_shows_the_reason_and_creates_nothing(client, operator,
     response = client.post(NEW, form_data(name="Bad_Name"))
     assert "Name must be a DNS subdomain" in response.content.decode()
     response = client.post(NEW, form_data(config="[1, 2"))
-    assert "Neither valid JSON nor valid YAML" in response.content.decode()
+    assert "Invalid YAML at line 1, column" in response.content.decode()
     response = client.post(NEW, form_data(config='{"reclaimedResourceConfig": {"enableReclaim": "no"}}'))
     assert "is not of type" in response.content.decode()
     response = client.post(NEW, form_data(name="hdd", node_label_selector="diskMode=ssd"))

@@ -392,7 +392,7 @@ def test_what_if_reports_input_problems_on_the_form(client, operator, ads):
     assert broken.status_code == 200 and "decision" not in broken.context
     assert "line" in " ".join(errors(broken)["workload"]).lower()
     scalar = client.post(CHECK, {"workload": "- just\n- a list", "group": ""})
-    assert "object" in " ".join(errors(scalar)["workload"])
+    assert "must be a mapping (key: value pairs), not a list" in " ".join(errors(scalar)["workload"])
     unknown = client.post(CHECK, {"workload": yaml.safe_dump(deployment("x")), "group": "nope"})
     assert "nope" in " ".join(errors(unknown)["group"])
     override = client.post(CHECK, {"workload": yaml.safe_dump(deployment("x", group=None, cpu="11")), "group": "ads"})
