@@ -11,7 +11,7 @@ import pytest
 from core import oidc
 from tests.oidc_provider import PASSWORD, OIDCProvider, configure_meridian, oidc_users  # noqa: F401  (fixture)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
