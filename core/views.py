@@ -60,9 +60,9 @@ class PermissionMixin(AccessMixin):
             raise PermissionDenied
         if self.fleet_wide and not may(request.user, "view", model):
             raise PermissionDenied
-        if self.form_page and not self.may_send(request.user, model):
-            raise PermissionDenied
         if request.method in SAFE_METHODS:
+            if self.form_page and not self.may_send(request.user, model):
+                raise PermissionDenied
             return super().dispatch(request, *args, **kwargs)
         if not self.may_send(request.user, model):
             raise PermissionDenied
