@@ -1,4 +1,4 @@
-"""Exclusive/shared CPU co-location at node and fleet scale (scheduling.cpuset, cpustate, cpufit).
+"""Exclusive/shared CPU co-location at node and fleet scale (scheduling.cpu: cpuset, state, fit).
 
 Prints figures (not pass/fail):
 
@@ -13,7 +13,7 @@ Prints figures (not pass/fail):
    preemption by another process on this shared 2-core machine is not counted as the
    allocator's cost; the load average is printed next to the figures, ``--repeat 1`` gives raw;
 2. the per-node summary (sellable exclusive, fragmentation: eight integers, see
-   ``scheduling.cpufit.NodeSummary``) computed for 200,000 nodes in bulk from stored bit
+   ``scheduling.cpu.fit.NodeSummary``) computed for 200,000 nodes in bulk from stored bit
    masks (the fleet-store path), and from full states on a sample;
 3. the fleet view over 200,000 precomputed summaries (``fleet_view`` over ``SummaryColumns``,
    including "how many nodes can take a 32C exclusive instance"): goal <= 300 ms.
@@ -38,8 +38,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scheduling.cpufit import SummaryColumns, fleet_view, summarize, summarize_masks  # noqa: E402
-from scheduling.cpuset import (  # noqa: E402
+from scheduling.cpu.fit import SummaryColumns, fleet_view, summarize, summarize_masks  # noqa: E402
+from scheduling.cpu.cpuset import (  # noqa: E402
     SAME_CORE_FIRST,
     SPREAD,
     AllocationError,
@@ -49,7 +49,7 @@ from scheduling.cpuset import (  # noqa: E402
     generate_topology,
     reserve_cpus,
 )
-from scheduling.cpustate import NodeCPUState, SharedInstance  # noqa: E402
+from scheduling.cpu.state import NodeCPUState, SharedInstance  # noqa: E402
 
 FILL_LEVELS = (0.0, 0.25, 0.5, 0.75, 0.9)
 SIZES = (2, 2, 4, 4, 4, 8, 8, 16, 32)

@@ -23,16 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from django_setup import setup_django  # noqa: E402
-
-
-def timed(fn, repeat: int = 5) -> tuple[float, object]:
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        started = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - started)
-    return best, result
+from django_setup import setup_django, timed  # noqa: E402
 
 
 def sync_specs(specs) -> int:

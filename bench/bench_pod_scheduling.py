@@ -11,7 +11,7 @@ API servers. Every pod is placed by the framework under the default policy and b
    second in one process (goal >= 200/s: kube-scheduler's scheduler_perf measures a few
    hundred pods/s at this size), time from a pod entering the queue to its bind's answer
    (p50/p99) and the bind request itself (p50/p99); against it in the same run, the placement
-   engine alone placing the same pods on the same snapshot (``scheduling.simulate``): how much
+   engine alone placing the same pods on the same snapshot (``scheduling.whatif``): how much
    of the time the framework takes, and how much the API round trips, events and the
    watcher's inventory writes take;
 2. fifty clusters of 100 nodes, 200 pending pods each, one process scheduling all of them:
@@ -249,7 +249,7 @@ def engine_alone(nodes: int, existing: int, pending: int) -> float:
     """The placement engine alone, same snapshot and pods, in the same process: pods/s."""
     from scheduling.engine import Policy, Snapshot
     from scheduling.livecache import node_view
-    from scheduling.simulate import simulate
+    from scheduling.whatif import simulate
 
     node_objs, running = cluster_objects(nodes, existing)
     snapshot = Snapshot([node_view(n) for n in sorted(node_objs, key=lambda n: n["metadata"]["name"])], running)

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from http_load import BARE_APP, CpuShares, load, serve  # noqa: E402
+from http_load import CpuShares, bare_baseline, load, serve  # noqa: E402
 
 CPU = ("500m", "1", "2", "4")
 PACED_RATE = 500
@@ -176,15 +176,7 @@ def bench_webhook(seconds: float, callers: int, groups: int, workers: int = 1) -
     finally:
         server.terminate()
         server.wait()
-    bare_dir = Path(os.environ["MERIDIAN_VAR_DIR"])
-    (bare_dir / "bare_asgi.py").write_text(BARE_APP)
-    bare_process, bare_port = serve("bare_asgi:app", dict(env, PYTHONPATH=str(bare_dir)), str(bare_dir))
-    try:
-        load(bare_port, [b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"], 1.0, callers)
-        bare = load(bare_port, [b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"], seconds, callers)
-    finally:
-        bare_process.terminate()
-        bare_process.wait()
+    bare = bare_baseline(env, seconds, callers)
     engine = "PostgreSQL" if "postgres" in os.environ.get("DATABASE_URL", "") else "SQLite"
     for label, result in results.items():
         print(f"webhook, {callers} concurrent callers, {workers} uvicorn worker(s), {engine}, every request admitted and committed, "

@@ -2,10 +2,10 @@
 
 Seeds 500 clusters and 200,000 nodes (bulk inserts) each with a ``NodeCPU`` row: its real
 topology (one of the simulator's machine models) and the eight summary integers of a real
-state (``cpufit.summarize`` of a node filled by the allocator at a random level: exclusive
+state (``cpu.fit.summarize`` of a node filled by the allocator at a random level: exclusive
 instances of 2-32 CPUs, shared instances, some released again), then times, on the database:
 
-1. ``cpu_services.fleet_view`` — the SQL aggregate per cluster and the fleet totals
+1. ``cpu.capacity.fleet_view`` — the SQL aggregate per cluster and the fleet totals
    (plain, with "how many nodes can take 32 CPUs", and for one cluster);
 2. the page of nodes the fleet page shows (best fit order, 50 rows);
 3. the pages and API answers themselves through Django's test client (middleware, view,
@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from django_setup import setup_django  # noqa: E402
+from django_setup import setup_django, timed  # noqa: E402
 
 
 def setup(database_url: str | None, var_dir: str | None = None) -> object | None:
@@ -51,21 +51,12 @@ def setup(database_url: str | None, var_dir: str | None = None) -> object | None
     return redis
 
 
-def timed(fn, repeat: int) -> tuple[float, object]:
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        started = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - started)
-    return best, result
-
-
 def summaries(rng: random.Random, per_model: int) -> dict[str, list[tuple]]:
     """Real summaries: each machine model's nodes filled by the allocator to random levels."""
-    from scheduling.cpufit import summarize
-    from scheduling.cpuset import AllocationError, CPUTopology, reserve_cpus
-    from scheduling.cpustate import NodeCPUState, SharedInstance
     from fleet.simulator import MACHINE_MODELS, cpu_topology
+    from scheduling.cpu.cpuset import AllocationError, CPUTopology, reserve_cpus
+    from scheduling.cpu.fit import summarize
+    from scheduling.cpu.state import NodeCPUState, SharedInstance
 
     pool: dict[str, list[tuple]] = {}
     for model in MACHINE_MODELS:
@@ -144,7 +135,7 @@ def seed(args, rng, pool) -> None:
     from fleet.models import Cluster, Node
     from fleet.simulator import MACHINE_MODELS
     from fleet.sync import insert_rows
-    from scheduling import cpu_services as svc
+    from scheduling.cpu import store
     from scheduling.models import SUMMARY_FIELDS, NodeCPU
 
     started = time.perf_counter()
@@ -169,7 +160,7 @@ def seed(args, rng, pool) -> None:
     node_ids = list(Node.objects.order_by("pk").values_list("pk", "cluster_id", "name"))
     columns = {}
     for name, (text, topology, _) in pool.items():
-        columns[name] = svc._topology_columns(topology)
+        columns[name] = store.topology_columns(topology)
     cpu_defaults = {f.attname: f.get_default() for f in NodeCPU._meta.concrete_fields if not f.primary_key}
     for start in range(0, len(node_ids), batch):
         rows = []
@@ -198,13 +189,13 @@ def measure(args) -> None:
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    from scheduling import cpu_services as svc
+    from scheduling.cpu import capacity
     from scheduling.models import NodeCPU
 
     queryset = NodeCPU.objects.all()
-    plain, view = timed(lambda: svc.fleet_view(queryset), args.repeat)
-    sized, view32 = timed(lambda: svc.fleet_view(queryset, 32), args.repeat)
-    one, _ = timed(lambda: svc.fleet_view(queryset.filter(cluster__name="c-007"), 32), args.repeat)
+    plain, view = timed(lambda: capacity.fleet_view(queryset), args.repeat)
+    sized, view32 = timed(lambda: capacity.fleet_view(queryset, 32), args.repeat)
+    one, _ = timed(lambda: capacity.fleet_view(queryset.filter(cluster__name="c-007"), 32), args.repeat)
     total = view32["total"]
     print(f"fleet_view SQL, {len(view['clusters'])} clusters:             {plain * 1000:7.1f} ms")
     print(f"fleet_view SQL with 'takes 32C':            {sized * 1000:7.1f} ms   ({total['fit_nodes']:,} nodes take 32C, "
@@ -218,7 +209,7 @@ def measure(args) -> None:
     from django.db.models import Count
 
     for label, query in (
-            ("aggregate per cluster", queryset.order_by().values("cluster_id").annotate(**svc._sums())),
+            ("aggregate per cluster", queryset.order_by().values("cluster_id").annotate(**capacity.aggregates())),
             ("nodes taking 32C", queryset.filter(largest_exclusive__gte=32).order_by().values("cluster_id").annotate(n=Count("pk")))):
         sql, params = query.query.sql_with_params()
         with connection.cursor() as cursor:

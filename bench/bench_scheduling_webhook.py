@@ -24,52 +24,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from http_load import BARE_APP, CpuShares, load, serve  # noqa: E402
-
-SEED_NSC = """\
-apiVersion: sched.cloud.ctrip.com/v1
-kind: NodeSchedulerConfig
-metadata:
-  name: resource-pool-example
-spec:
-  nodeAffinity:
-    requiredDuringSchedulingIgnoredDuringExecution:
-      nodeSelectorTerms:
-      - matchExpressions:
-        - key: cloud.ctrip.com/pool
-          operator: In
-          values:
-          - {{.PrefferredPool}}
-      - matchExpressions:
-        - key: cloud.ctrip.com/pool
-          operator: In
-          values:
-          - {{.DefaultPool}}
-    preferredDuringSchedulingIgnoredDuringExecution:
-     - weight: 3
-       preference:
-         matchExpressions:
-           - key: cloud.ctrip.com/pool
-             operator: In
-             values:
-             - {{.PrefferredPool}}
-     - weight: 2
-       preference:
-         matchExpressions:
-           - key: cloud.ctrip.com/pool
-             operator: In
-             values:
-             - {{.DefaultPool}}
-"""
+from http_load import CpuShares, bare_baseline, load, serve  # noqa: E402
 
 
 def populate(templates: int) -> None:
     from core.context import acting_as
     from scheduling import services
+    from tests.scheduling.test_templates import SEED_NSC_YAML  # the seed's template, verbatim
 
-    docs = [SEED_NSC]
+    docs = [SEED_NSC_YAML]
     for i in range(templates):
-        docs.append(SEED_NSC.replace("resource-pool-example", f"pool-{i}"))
+        docs.append(SEED_NSC_YAML.replace("resource-pool-example", f"pool-{i}"))
         docs.append(f"""apiVersion: sched.cloud.ctrip.com/v1
 kind: SchedulerConfigBinding
 metadata:
@@ -154,15 +119,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait()
-    bare_dir = Path(os.environ["MERIDIAN_VAR_DIR"])
-    (bare_dir / "bare_asgi.py").write_text(BARE_APP)
-    bare_process, bare_port = serve("bare_asgi:app", dict(env, PYTHONPATH=str(bare_dir)), str(bare_dir))
-    try:
-        load(bare_port, [b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"], 1.0, args.callers)
-        bare = load(bare_port, [b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"], args.seconds, args.callers)
-    finally:
-        bare_process.terminate()
-        bare_process.wait()
+    bare = bare_baseline(env, args.seconds, args.callers)
     engine = "PostgreSQL" if "postgres" in os.environ.get("DATABASE_URL", "") else "SQLite"
     for label, result in results.items():
         print(f"scheduling webhook, {args.callers} concurrent callers, {engine}, {args.templates} templates + bindings, "

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def setup_django(database_url: str | None, *, var_dir: str | None = None, redis_url: str | None = "redis://127.0.0.1:6379/13") -> None:
@@ -28,3 +31,13 @@ def setup_django(database_url: str | None, *, var_dir: str | None = None, redis_
 
     django.setup()
     call_command("migrate", verbosity=0)
+
+
+def timed(fn: Callable[[], Any], repeat: int = 5) -> tuple[float, Any]:
+    """The best of ``repeat`` runs of ``fn`` (seconds) and the last run's result."""
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - started)
+    return best, result

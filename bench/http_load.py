@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 BARE_APP = """
 async def app(scope, receive, send):
@@ -35,7 +36,7 @@ class Load:
     kinds: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -43,7 +44,7 @@ def _free_port() -> int:
 
 def serve(app: str, env: dict, cwd: str) -> tuple[subprocess.Popen, int]:
     """uvicorn serving ``app`` (``module:attribute``); returns the process and its port."""
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
                                 "--lifespan", "off", "--no-access-log", "--log-level", "warning", "--http", "httptools"],
                                env=env, cwd=cwd)
@@ -84,6 +85,21 @@ async def _caller(port: int, requests: list[bytes], stop: float, interval: float
             writer.close()
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.close()
+
+
+def bare_baseline(env: dict, seconds: float, connections: int) -> Load:
+    """The same server and client answering with a bare ASGI app (304, no Django): the
+    ceiling a Meridian endpoint's figures are compared with, measured in the same run."""
+    bare_dir = Path(env["MERIDIAN_VAR_DIR"])
+    (bare_dir / "bare_asgi.py").write_text(BARE_APP)
+    process, port = serve("bare_asgi:app", dict(env, PYTHONPATH=str(bare_dir)), str(bare_dir))
+    request = [b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"]
+    try:
+        load(port, request, 1.0, connections)  # warm up
+        return load(port, request, seconds, connections)
+    finally:
+        process.terminate()
+        process.wait()
 
 
 def load(port: int, requests: list[bytes], seconds: float, connections: int, rate: float | None = None,

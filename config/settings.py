@@ -192,7 +192,7 @@ MIDDLEWARE = [
     "core.metrics.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
-    "servestatic.middleware.ServeStaticMiddleware",
+    "core.middleware.StaticFilesMiddleware",
     "core.middleware.RequestIDMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -327,6 +327,9 @@ MERIDIAN_CPU_RECONCILE_SECONDS = env.int("MERIDIAN_CPU_RECONCILE_SECONDS", defau
 #: Hours a finished run of the system's own periodic work keeps its Job row (user-requested
 #: jobs and failures are kept as long as the audit log).
 MERIDIAN_SYSTEM_JOB_RETENTION_HOURS = env.int("MERIDIAN_SYSTEM_JOB_RETENTION_HOURS", default=1)
+#: Hours a pod that finished (gone from its cluster) keeps its row; quota cash budgets keep
+#: what they have not accrued yet longer (``fleet.signals.finished_pods_needed``).
+MERIDIAN_FINISHED_POD_RETENTION_HOURS = env.int("MERIDIAN_FINISHED_POD_RETENTION_HOURS", default=24)
 #: A worker refreshes its heartbeat this often; it lapses after ``core.worker_signals.HEARTBEAT_TTL``
 #: (12 s), after which the reaper settles the jobs it held (a worker killed mid-task).
 MERIDIAN_WORKER_HEARTBEAT_SECONDS = 3
@@ -443,6 +446,7 @@ CELERY_BEAT_SCHEDULE = {
     "publish-live": {"task": "core.publish_live", "schedule": 1.0, "options": {"expires": 2}},
     "expire-jobs": {"task": "core.expire_jobs", "schedule": 3600.0},
     "expire-audit-log": {"task": "core.expire_audit_log", "schedule": 86400.0},
+    "expire-pods": {"task": "fleet.expire_pods", "schedule": 3600.0},
     "fleet-resync": {"task": "fleet.resync_fleet", "schedule": float(env.int("MERIDIAN_FLEET_SYNC_SECONDS", default=15)),
                      "options": {"expires": 10}},
     "nodeconfig-rollouts": {"task": "nodeconfig.rollouts", "schedule": 2.0, "options": {"expires": 2}},

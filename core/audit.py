@@ -38,19 +38,19 @@ def snapshot(instance: models.Model, *, exclude: Iterable[str] = ()) -> dict[str
     for field in instance._meta.concrete_fields:
         if field.name in hidden:
             continue
-        data[field.name] = _json_safe(field.value_from_object(instance))
+        data[field.name] = json_safe(field.value_from_object(instance))
     return data
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
     if isinstance(value, (uuid.UUID, decimal.Decimal)):
         return str(value)
     if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return str(value)
@@ -90,8 +90,8 @@ def record_change(
         object_type=object_type,
         object_id="" if object_id is None else str(object_id),
         object_repr=(object_repr or "")[:200],
-        before=_json_safe(before) if before is not None else None,
-        after=_json_safe(after) if after is not None else None,
+        before=json_safe(before) if before is not None else None,
+        after=json_safe(after) if after is not None else None,
         reason=reason,
     )
 

@@ -14,6 +14,7 @@ from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from rest_framework import authentication, exceptions
 
@@ -82,7 +83,8 @@ def user_for_provider_token(raw: str) -> tuple[Any, ProviderToken]:
         claims = oidc.validate_access_token(raw)
     except httpx.HTTPError as exc:
         logger.warning("the identity provider's keys could not be read: %s", exc)
-        raise Unavailable("unavailable", "The identity provider's signing keys cannot be read right now; retry.") from None
+        raise Unavailable("unavailable",
+                          gettext("The identity provider's signing keys cannot be read right now; retry.")) from None
     return sso.user_for_claims(claims), ProviderToken(claims)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from kube.labels import SelectorError, parse_selector
 
@@ -46,25 +47,25 @@ def validate(grant: Grant) -> Grant:
     """The grant, cleaned (names stripped, deduplicated, sorted); ``Refused`` naming the field."""
     errors: dict[str, list[str]] = {}
     if grant.role not in SCOPED_ROLES:
-        errors["role"] = [f"A scoped role is one of {', '.join(SCOPED_ROLES)} (admin is never scoped)."]
+        errors["role"] = [_("A scoped role is one of %(roles)s (admin is never scoped).") % {"roles": ", ".join(SCOPED_ROLES)}]
     if grant.scope not in RoleBinding.Scope.values:
-        errors["scope"] = [f"Must be one of {', '.join(RoleBinding.Scope.values)}."]
+        errors["scope"] = [_("Must be one of %(values)s.") % {"values": ", ".join(RoleBinding.Scope.values)}]
     names = tuple(sorted({str(name).strip() for name in grant.names if str(name).strip()}))
     if len(names) > MAX_NAMES:
-        errors["names"] = [f"At most {MAX_NAMES} names in one binding."]
+        errors["names"] = [_("At most %(count)s names in one binding.") % {"count": MAX_NAMES}]
     if any(len(name) > 253 for name in names):
-        errors["names"] = ["A name is at most 253 characters."]
+        errors["names"] = [_("A name is at most 253 characters.")]
     selector = grant.selector.strip()
     if selector and grant.scope != RoleBinding.Scope.CLUSTERS:
-        errors["selector"] = ["Only a cluster binding selects by labels."]
+        errors["selector"] = [_("Only a cluster binding selects by labels.")]
     elif selector:
         try:
             if not parse_selector(selector).requirements:
-                errors["selector"] = ["An empty selector would select every cluster: name them, or grant the role."]
+                errors["selector"] = [_("An empty selector would select every cluster: name them, or grant the role.")]
         except SelectorError as exc:
             errors["selector"] = [str(exc)]
     if not names and not selector and "selector" not in errors:
-        errors["names"] = ["Name what the role is held on (or, for clusters, give a label selector)."]
+        errors["names"] = [_("Name what the role is held on (or, for clusters, give a label selector).")]
     if errors:
         raise Refused.from_errors(errors)
     return Grant(grant.role, grant.scope, names, selector, grant.group)

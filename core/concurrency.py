@@ -19,7 +19,9 @@ import contextvars
 import hashlib
 import json
 from collections.abc import Iterator
+
 from django.db.models import Model
+from django.utils.translation import gettext as _
 
 from .errors import PreconditionFailed
 
@@ -29,13 +31,13 @@ _expected: contextvars.ContextVar[tuple[str, str, frozenset[str]] | None] = cont
 
 def etag(instance: Model) -> str:
     """A strong ETag (quoted) of the instance's spec fields."""
-    from .audit import _json_safe
+    from .audit import json_safe
 
     fields = getattr(instance, "etag_fields", None) or [
         f.attname for f in instance._meta.concrete_fields if f.name not in ("created", "updated")]
-    values = {name: _json_safe(getattr(instance, name)) for name in fields}
+    values = {name: json_safe(getattr(instance, name)) for name in fields}
     if callable(getattr(instance, "etag_extra", None)):
-        values["~"] = _json_safe(instance.etag_extra())
+        values["~"] = json_safe(instance.etag_extra())
     digest = hashlib.sha256(json.dumps(values, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:20]
     return f'"{digest}"'
 
@@ -76,5 +78,6 @@ def check(locked: Model) -> None:
     tags = expected[2]
     if "*" in tags or etag(locked) in tags:
         return
-    raise PreconditionFailed(f"{locked} changed since you read it; reload to see the current version, then try again.")
+    raise PreconditionFailed(_("%(object)s changed since you read it; reload to see the current version, then try "
+                               "again.") % {"object": locked})
 

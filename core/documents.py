@@ -51,6 +51,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Model, QuerySet
+from django.utils.translation import gettext as _
 
 from . import concurrency
 from .diff import diff
@@ -168,9 +169,9 @@ def kinds() -> list[DocumentKind]:
 def only_fields(document: Document, allowed: Sequence[str], *, required: Sequence[str] = ()) -> None:
     """Refuse spec fields the kind does not have (a typo must not be silently dropped) and
     missing required ones, all at once."""
-    errors = {name: "Unknown field; this kind's spec has " + ", ".join(allowed) + "."
-              for name in document.spec if name not in allowed}
-    errors |= {name: "This field is required." for name in required if document.spec.get(name) in (None, "")}
+    unknown = _("Unknown field; this kind's spec has %(fields)s.") % {"fields": ", ".join(allowed)}
+    errors = {name: unknown for name in document.spec if name not in allowed}
+    errors |= {name: _("This field is required.") for name in required if document.spec.get(name) in (None, "")}
     if errors:
         raise Refused.from_errors(errors)
 
@@ -202,9 +203,9 @@ def parse_documents(raw: Any) -> list[Document]:
     """Check every envelope (apiVersion, kind, metadata, spec) and return the documents; every
     problem of every document is refused at once, each under ``documents[i].<path>``."""
     if not isinstance(raw, list) or not raw:
-        raise Refused("invalid", "Send at least one document.", field="documents")
+        raise Refused("invalid", _("Send at least one document."), field="documents")
     if len(raw) > MAX_DOCUMENTS:
-        raise Refused("invalid", f"At most {MAX_DOCUMENTS} documents at once.", field="documents")
+        raise Refused("invalid", _("At most %(count)s documents at once.") % {"count": MAX_DOCUMENTS}, field="documents")
     errors: dict[str, list[str]] = {}
     documents = []
     for index, item in enumerate(raw):
@@ -216,7 +217,7 @@ def parse_documents(raw: Any) -> list[Document]:
     for document in documents:
         key = (document.kind, *_kinds[document.kind].identity(document))
         if key in seen:
-            errors[document.path("metadata.name")] = [f"names the same object as documents[{seen[key]}]."]
+            errors[document.path("metadata.name")] = [_("names the same object as documents[%(index)s].") % {"index": seen[key]}]
         seen.setdefault(key, document.index)
     if errors:
         raise Refused.from_errors(errors)
@@ -226,40 +227,41 @@ def parse_documents(raw: Any) -> list[Document]:
 def _parse_one(index: int, item: Any) -> tuple[Document | None, dict[str, list[str]]]:
     where = f"documents[{index}]"
     if not isinstance(item, Mapping):
-        return None, {where: ["Must be an object with apiVersion, kind, metadata and spec."]}
+        return None, {where: [_("Must be an object with apiVersion, kind, metadata and spec.")]}
     errors: dict[str, list[str]] = {}
     if item.get("apiVersion") != API_VERSION:
-        errors[f"{where}.apiVersion"] = [f"Must be {API_VERSION}."]
+        errors[f"{where}.apiVersion"] = [_("Must be %(value)s.") % {"value": API_VERSION}]
     kind = _kinds.get(item.get("kind")) if isinstance(item.get("kind"), str) else None
     if kind is None:
-        errors[f"{where}.kind"] = [f"Must be one of {', '.join(k.kind for k in kinds())}."]
+        errors[f"{where}.kind"] = [_("Must be one of %(values)s.") % {"values": ", ".join(k.kind for k in kinds())}]
     metadata = item.get("metadata")
     if not isinstance(metadata, Mapping):
-        errors[f"{where}.metadata"] = ["Must be an object with at least a name."]
+        errors[f"{where}.metadata"] = [_("Must be an object with at least a name.")]
         metadata = {}
     name, namespace = metadata.get("name"), metadata.get("namespace") or ""
     if not isinstance(name, str) or not name:
-        errors[f"{where}.metadata.name"] = ["Is required."]
+        errors[f"{where}.metadata.name"] = [_("Is required.")]
     if not isinstance(namespace, str):
-        errors[f"{where}.metadata.namespace"] = ["Must be a string."]
+        errors[f"{where}.metadata.namespace"] = [_("Must be a string.")]
     elif namespace and kind is not None and not kind.namespaced:
-        errors[f"{where}.metadata.namespace"] = [f"{kind.kind} objects have no namespace."]
+        errors[f"{where}.metadata.namespace"] = [_("%(kind)s objects have no namespace.") % {"kind": kind.kind}]
     annotations = metadata.get("annotations") or {}
     if not isinstance(annotations, Mapping) or not all(isinstance(v, str) for v in annotations.values()):
-        errors[f"{where}.metadata.annotations"] = ["Must map strings to strings."]
+        errors[f"{where}.metadata.annotations"] = [_("Must map strings to strings.")]
         annotations = {}
     kept = {DESCRIPTION} if kind is None or kind.described else set()
     for key in set(annotations) - kept:  # dropped silently, a reader would think them stored
         errors[f"{where}.metadata.annotations.{key}"] = [
-            "Meridian keeps no such annotation on this kind" + (f"; only {DESCRIPTION}." if kept else ".")]
+            _("Meridian keeps no such annotation on this kind; only %(annotation)s.") % {"annotation": DESCRIPTION}
+            if kept else _("Meridian keeps no such annotation on this kind.")]
     version = metadata.get("resourceVersion") or ""
     if not isinstance(version, str):
-        errors[f"{where}.metadata.resourceVersion"] = ["Must be a string (as export writes it)."]
+        errors[f"{where}.metadata.resourceVersion"] = [_("Must be a string (as export writes it).")]
     spec = item.get("spec", {})
     if spec is None:
         spec = {}
     if not isinstance(spec, Mapping):
-        errors[f"{where}.spec"] = ["Must be an object."]
+        errors[f"{where}.spec"] = [_("Must be an object.")]
     if errors or kind is None:
         return None, errors
     return Document(index=index, kind=kind.kind, name=name, namespace=namespace, spec=dict(spec),
@@ -349,7 +351,8 @@ def export_documents(*, user: Any, only: Sequence[str] = ()) -> list[dict[str, A
     """Every object of every kind (or of the kinds named) the user may view, in apply order."""
     unknown = sorted(set(only) - set(_kinds))
     if unknown:
-        raise Refused("invalid", f"Unknown kind {unknown[0]!r}; one of {', '.join(k.kind for k in kinds())}.", field="kind")
+        raise Refused("invalid", _("Unknown kind %(kind)s; one of %(kinds)s.") % {
+            "kind": repr(unknown[0]), "kinds": ", ".join(k.kind for k in kinds())}, field="kind")
     out = []
     for kind in kinds():
         if only and kind.kind not in only:
@@ -360,7 +363,9 @@ def export_documents(*, user: Any, only: Sequence[str] = ()) -> list[dict[str, A
 
 def _allow(user: Any, action: str, obj: Any, document: Document) -> None:
     if not may(user, action, obj):
-        raise Forbidden("forbidden", f"You may not {action} {document.label}.", field=document.path("metadata.name"))
+        message = {"view": _("You may not view %(object)s."), "add": _("You may not add %(object)s."),
+                   "change": _("You may not change %(object)s."), "delete": _("You may not delete %(object)s.")}[action]
+        raise Forbidden("forbidden", message % {"object": document.label}, field=document.path("metadata.name"))
 
 
 def _check_version(document: Document, before: Mapping[str, Any] | None) -> None:
@@ -368,8 +373,9 @@ def _check_version(document: Document, before: Mapping[str, Any] | None) -> None
         return
     current = before["metadata"]["resourceVersion"]
     if document.resource_version != current:
-        raise PreconditionFailed(f"{document.label} changed since resourceVersion {document.resource_version} "
-                                 f"(it is {current} now); export it again, redo the edit, then apply.",
+        raise PreconditionFailed(_("%(object)s changed since resourceVersion %(version)s (it is %(current)s now); "
+                                   "export it again, redo the edit, then apply.") % {
+                                       "object": document.label, "version": document.resource_version, "current": current},
                                  field=document.path("metadata.resourceVersion"))
 
 

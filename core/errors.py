@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 NON_FIELD = "non_field_errors"
 
 
@@ -93,7 +95,7 @@ class PreconditionFailed(Refused):
     status = 412
 
     def __init__(self, detail: str = "", **kwargs: Any) -> None:
-        super().__init__("stale", detail or "Someone changed this since you read it; reload and try again.", **kwargs)
+        super().__init__("stale", detail or _("Someone changed this since you read it; reload and try again."), **kwargs)
 
 
 class Unavailable(Refused):

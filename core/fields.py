@@ -36,13 +36,13 @@ class Undecryptable(str):
         return value
 
 
-def _fernet_key(secret: str) -> bytes:
+def fernet_key(secret: str) -> bytes:
     return base64.urlsafe_b64encode(hashlib.sha256(f"meridian-secrets:{secret}".encode()).digest())
 
 
 @functools.lru_cache(maxsize=4)
 def _cipher(keys: tuple[str, ...]) -> MultiFernet:
-    return MultiFernet([Fernet(_fernet_key(k)) for k in keys])
+    return MultiFernet([Fernet(fernet_key(k)) for k in keys])
 
 
 def configured_keys() -> tuple[str, ...]:
@@ -57,7 +57,7 @@ def cipher() -> MultiFernet:
 
 def key_fingerprint(secret: str) -> str:
     """A short public name for a key (hashed twice over: it tells keys apart, it opens nothing)."""
-    return hashlib.sha256(b"meridian-key-fingerprint:" + _fernet_key(secret)).hexdigest()[:16]
+    return hashlib.sha256(b"meridian-key-fingerprint:" + fernet_key(secret)).hexdigest()[:16]
 
 
 def opening_key(stored: str, keys: tuple[str, ...] | None = None) -> str | None:
@@ -68,7 +68,7 @@ def opening_key(stored: str, keys: tuple[str, ...] | None = None) -> str | None:
     token = stored[len(PREFIX):].encode()
     for key in keys if keys is not None else configured_keys():
         try:
-            Fernet(_fernet_key(key)).decrypt(token)
+            Fernet(fernet_key(key)).decrypt(token)
         except InvalidToken:
             continue
         return key_fingerprint(key)

@@ -7,13 +7,32 @@ from typing import Any
 
 import yaml
 from django import forms
+from django.forms.utils import flatatt
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 
 from kube.limits import MAX_DEPTH, deeper_than
 
 from .errors import NON_FIELD, Refused
+from .models import Revision
 from .permissions import restrict
 from .roles import MERIDIAN_APPS
+
+
+class QuickSelect(forms.Select):
+    """A ``<select>`` written in one pass. Django renders every ``<option>`` through a template of
+    its own: for the 500 clusters of a fleet that was 130 ms of the emergency downgrade page,
+    the page opened in an incident. Same markup; grouped choices go the template way."""
+
+    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> SafeString:
+        widget = self.get_context(name, value, attrs)["widget"]
+        if any(group for group, _options, _index in widget["optgroups"]):
+            return super().render(name, value, attrs, renderer)
+        options = format_html_join("", "<option value=\"{}\"{}>{}</option>", (
+            (str(option["value"]), " selected" if option["selected"] else "", option["label"])
+            for _group, group_options, _index in widget["optgroups"] for option in group_options))
+        return format_html("<select name=\"{}\"{}>{}</select>", widget["name"], flatatt(widget["attrs"]), options)
 
 
 class BlockFieldsForm(forms.Form):
@@ -154,6 +173,35 @@ class VersionField(forms.CharField):
         kwargs.setdefault("widget", forms.HiddenInput)
         kwargs.setdefault("max_length", 64)
         super().__init__(**kwargs)
+
+
+def reason_field(required: bool = False, *, label: Any = None, max_length: int = 2000) -> forms.CharField:
+    """The "why" of a change: kept in the audit log (and in the revision, where there is one)."""
+    return forms.CharField(required=required, max_length=max_length, label=label or _("Reason"),
+                           widget=forms.TextInput(attrs={"size": 40}),
+                           help_text=_("Why you make this change; kept in the audit log."))
+
+
+class ReasonForm(BlockFieldsForm):
+    """A write that must say why (delete, restore): the reason lands in the revision and the audit log."""
+
+    reason = reason_field(required=True)
+    version = VersionField()
+
+
+class RollbackForm(ReasonForm):
+    """Roll back to an earlier revision: any but a delete's or a restore's (nothing to return to)."""
+
+    revision = forms.TypedChoiceField(coerce=int, label=_("Revision"))
+    field_order = ("revision", "reason", "version")
+
+    def __init__(self, *args: Any, revisions: Any = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        ended = (Revision.Action.DELETE, Revision.Action.RESTORE)
+        self.fields["revision"].choices = [(r.number, self.revision_label(r)) for r in revisions if r.action not in ended]
+
+    def revision_label(self, revision: Any) -> str:
+        return f"r{revision.number} · {revision.get_action_display()}"
 
 
 class DiffForm(BlockFieldsForm):

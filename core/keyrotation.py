@@ -17,7 +17,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from django.db import models, transaction
 from django.db.models.functions import Cast
 
-from .fields import PREFIX, _fernet_key, cipher, configured_keys, encrypted_fields
+from .fields import PREFIX, cipher, configured_keys, encrypted_fields, fernet_key
 
 #: Outcomes counted per field.
 CURRENT, ROTATED, ENCRYPTED, UNDECRYPTABLE, CHANGED = "current", "rotated", "encrypted", "undecryptable", "changed"
@@ -34,7 +34,7 @@ def rotate(*, batch_size: int = 500, dry_run: bool = False,
     ``encrypted`` (stored before encryption existed), ``undecryptable`` (no configured key opens
     it: left as it is), ``changed`` (rewritten by someone else meanwhile: already current)."""
     keys = configured_keys()
-    primary = Fernet(_fernet_key(keys[0]))
+    primary = Fernet(fernet_key(keys[0]))
     every = cipher()
     report: dict[str, Counter] = {}
     for model, field in encrypted_fields():

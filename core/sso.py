@@ -27,6 +27,7 @@ from django.contrib.auth import get_user_model
 from django.core import checks
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from . import bindings, users
 from .audit import record_change
@@ -166,12 +167,12 @@ def apply_groups(user: Any, groups: list[str]) -> None:
 def _identity(claims: Mapping[str, Any], *, create: bool) -> Identity:
     issuer, subject = _claim(claims, "iss"), _claim(claims, "sub")
     if not issuer or not subject:
-        raise Refused("invalid_token", "The provider's token names no issuer or subject.")
+        raise Refused("invalid_token", _("The provider's token names no issuer or subject."))
     found = Identity.objects.select_for_update().select_related("user").filter(issuer=issuer, subject=subject)
     identity = found.first()
     if identity is None:
         if not create:
-            raise Refused("unknown_identity", "No Meridian user signs in as this person.")
+            raise Refused("unknown_identity", _("No Meridian user signs in as this person."))
         try:
             with transaction.atomic():  # two first requests at once (API calls): one creates, the other reads it
                 identity = Identity.objects.create(issuer=issuer, subject=subject, user=_new_user(claims), groups=[])
@@ -183,7 +184,8 @@ def _identity(claims: Mapping[str, Any], *, create: bool) -> Identity:
 
 def _refuse_inactive(user: Any) -> None:
     if not user.is_active:
-        raise Refused("inactive", f"{user.get_username()} is deactivated in Meridian: an admin reactivates them.")
+        raise Refused("inactive", _("%(name)s is deactivated in Meridian: an admin reactivates them.") % {
+            "name": user.get_username()})
 
 
 def _new_user(claims: Mapping[str, Any]) -> Any:
@@ -191,8 +193,8 @@ def _new_user(claims: Mapping[str, Any]) -> Any:
     username = _claim(claims, settings.MERIDIAN_OIDC_USERNAME_CLAIM) or _claim(claims, "sub")
     username = username[: model._meta.get_field("username").max_length]
     if model.objects.filter(username=username).exists():
-        raise Refused("username_taken", f"A Meridian user named {username!r} exists and is not this provider's "
-                                        f"person: an admin renames or removes the local user first.")
+        raise Refused("username_taken", _("A Meridian user named %(name)s exists and is not this provider's person: an "
+                                          "admin renames or removes the local user first.") % {"name": repr(username)})
     user = model(username=username, **_profile(claims))
     user.set_unusable_password()
     user.save()

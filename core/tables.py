@@ -11,18 +11,29 @@ URL parameters, so a link, a bookmark or a script works the same on every page:
 
 A page with several tables gives each a ``prefix`` (``policy-sort=…``). Rows a view computes
 in Python (the fleet's water levels) come from ``rows(queryset)`` after the search narrowed
-the queryset, so computing stays bounded by what the search left.
+the queryset, so computing stays bounded by what the search left; rows that are no queryset at
+all (an object's placement explanation, the federation's water levels) are a list, searched
+over the same ``search_fields`` in Python and sorted by the columns' accessors.
+
+An object's page (a ``DetailView``) reads its object first, so the permission check on the
+object (``PermissionMixin.get_object``) refuses its tables' exports too. A page's filters are
+a FilterSet passed along (``build_table(..., filterset=)``): invalid values show as its form's
+errors on the page, and refuse the export with a 400 naming the parameter (an empty CSV would
+read as an answer).
 """
 
 from __future__ import annotations
 
 import csv
 import itertools
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+import re
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from functools import cached_property
 from typing import Any, ClassVar
 
 import django_tables2 as tables
 from asgiref.sync import sync_to_async
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.handlers.asgi import ASGIRequest
 from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator
 from django.db.models import Q, QuerySet
@@ -31,13 +42,18 @@ from django.utils.encoding import force_str
 from django.utils.html import format_html, strip_tags
 from django.utils.safestring import SafeData
 from django.utils.text import Truncator
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
+from django.views.generic.detail import SingleObjectMixin
 from django_tables2.rows import BoundRow
+from django_tables2.utils import Accessor
 
 from .permissions import restrict
 
 PER_PAGE_CHOICES = (25, 50, 100, 500)
 DEFAULT_PER_PAGE = 50
+#: Rows a table counts before it says "more than" (``ClampedPaginator``).
+COUNT_LIMIT = 10_000
 EXPORT_CHUNK = 2000
 #: Parameters a table's own controls set; everything else (a page's filters) is carried along.
 TABLE_PARAMS = ("sort", "q", "page", "per_page", "columns", "export")
@@ -55,14 +71,23 @@ class BaseTable(tables.Table):
     default_columns: ClassVar[tuple[str, ...] | None] = None
     #: The CSV's file name, without ``.csv``.
     export_name: ClassVar[str] = "meridian"
+    #: Rows per page until the user picks (a dashboard shows the whole fleet: the largest size).
+    default_per_page: ClassVar[int] = DEFAULT_PER_PAGE
 
     class Meta:
         attrs = {"class": "table"}
         orderable = True
 
-    # Set by ``build_table`` for the template (``templates/includes/table.html``).
+    # Set by ``build_table`` for the template (``templates/includes/table.html``) and the export.
     search_text = ""
     query: QueryDict
+    #: The FilterSet that narrowed the rows, if any (its errors refuse the export).
+    filterset: Any = None
+
+    def __init__(self, *args: Any, export_name: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if export_name:  # an object's table names its CSV after the object
+            self.export_name = export_name  # type: ignore[misc]
 
     def param(self, name: str) -> str:
         """The URL parameter ``name`` of this table (its prefix applied)."""
@@ -97,6 +122,15 @@ class BaseTable(tables.Table):
     def state_inputs(self) -> list[tuple[str, str]]:
         """Hidden inputs for a page's own filter form: the table keeps its sort, search and size."""
         return [(self.param(n), v) for n in ("sort", "q", "per_page") for v in self.query.getlist(self.param(n))]
+
+    @property
+    def filter_inputs(self) -> list[tuple[str, str]]:
+        """Hidden inputs for the form of the table's FilterSet: every other parameter of the
+        page stays (this table's sort, search and size, other tables'), the page resets."""
+        form = self.filterset.form if self.filterset is not None else None
+        own = {form.add_prefix(name) for name in form.fields} if form is not None else set()
+        skip = own | {self.param("page"), self.param("export"), "fragment"}
+        return [(key, value) for key, values in self.query.lists() if key not in skip for value in values]
 
     def page_url(self, number: int) -> str:
         return self.url() + f"&{self.param('page')}={number}"
@@ -140,6 +174,11 @@ class BaseTable(tables.Table):
     def export_url(self) -> str:
         return self.url(export="csv")
 
+    #: The page's rows as HTML built by the table itself, for pages showing hundreds of rows
+    #: at once (the template's loop over django-tables2's cells costs ~0.2 ms a cell); None: the
+    #: template renders ``shown_rows`` cell by cell.
+    rows_html: Any = None
+
     @property
     def shown_rows(self):
         """The rows of the current page (all rows when the table is not paginated)."""
@@ -160,9 +199,46 @@ def search_q(fields: Iterable[str], text: str) -> Q:
     return q
 
 
+def search_rows(rows: Iterable[Any], fields: Iterable[str], text: str) -> list[Any]:
+    """``search_q`` for rows computed in Python: those whose ``fields`` (accessors: ``name``,
+    ``member__error``) contain ``text``, case-insensitive; a list value matches by any item."""
+    needle = text.casefold()
+    accessors = [Accessor(field) for field in fields]
+
+    def matches(row: Any) -> bool:
+        for accessor in accessors:
+            value = accessor.resolve(row, quiet=True)
+            values = value if isinstance(value, list | tuple) else [value]
+            if any(v is not None and needle in str(v).casefold() for v in values):
+                return True
+        return False
+
+    return [row for row in rows if matches(row)]
+
+
 class ClampedPaginator(Paginator):
     """A page number that is not a number, or past either end, shows the nearest page (as
-    NetBox does) instead of a 404 or a 500."""
+    NetBox does) instead of a 404 or a 500.
+
+    A queryset's rows are counted up to ``COUNT_LIMIT`` or one page past the page asked for,
+    whichever is more (``more`` then says there are more): counting a million audit entries
+    took longer than the rest of the page, on every view of it. Any page can still be reached:
+    the count goes as deep as the page asked for.
+    """
+
+    def __init__(self, object_list: Any, per_page: int, *args: Any, up_to_page: int = 1, **kwargs: Any) -> None:
+        super().__init__(object_list, per_page, *args, **kwargs)
+        self.count_limit = max(COUNT_LIMIT, (max(up_to_page, 1) + 1) * int(per_page))
+        self.more = False
+
+    @cached_property
+    def count(self) -> int:
+        data = getattr(getattr(self.object_list, "data", None), "data", None)  # a table's rows: their queryset
+        if not isinstance(data, QuerySet):
+            return super().count
+        counted = data.order_by().values("pk")[: self.count_limit + 1].count()
+        self.more = counted > self.count_limit
+        return min(counted, self.count_limit)
 
     def validate_number(self, number: Any) -> int:
         try:
@@ -206,18 +282,35 @@ def _choose_columns(request: HttpRequest, table: BaseTable) -> None:
         (table.columns.show if name in shown else table.columns.hide)(name)
 
 
-def build_table(request: HttpRequest, table_class: type[BaseTable], queryset: QuerySet, *, prefix: str = "",
-                rows: Rows | None = None, **kwargs: Any) -> BaseTable:
+def build_table(request: HttpRequest, table_class: type[BaseTable], queryset: QuerySet | Sequence[Any], *,
+                prefix: str = "", rows: Rows | None = None, restricted: bool = False, filterset: Any = None,
+                **kwargs: Any) -> BaseTable:
     """The table for this request: the rows the user may view (``core.permissions.restrict``:
     a scoped role's page and its CSV export show its scope), searched, sorted, with the chosen
-    columns (not yet paginated; the export wants every row, the page one page)."""
-    queryset = restrict(queryset, request.user, "view")
+    columns (not yet paginated; the export wants every row, the page one page).
+
+    ``queryset`` may be a list of rows computed in Python from what the page already checked
+    (an object's placement, the water levels): searched in Python, nothing restricted.
+    ``restricted``: the view passes only rows the user may see — the parts of the object whose
+    page checked it (a quota group's workloads, which the group's owners see without any role
+    on charges) — so they are not restricted again. ``filterset``: what narrowed the rows.
+    """
     text = query_param(request, f"{prefix}q")
-    if text and table_class.search_fields:
-        queryset = queryset.filter(search_q(table_class.search_fields, text))
-    table = table_class(rows(queryset) if rows is not None else queryset, prefix=prefix, **kwargs)
+    data: QuerySet | list[Any]
+    if isinstance(queryset, QuerySet):
+        if not restricted:
+            queryset = restrict(queryset, request.user, "view")
+        if text and table_class.search_fields:
+            queryset = queryset.filter(search_q(table_class.search_fields, text))
+        data = rows(queryset) if rows is not None else queryset
+    else:
+        data = list(queryset)
+        if text and table_class.search_fields:
+            data = search_rows(data, table_class.search_fields, text)
+    table = table_class(data, prefix=prefix, **kwargs)
     table.search_text = text
     table.query = request.GET.copy()
+    table.filterset = filterset
     sort = query_param(request, f"{prefix}sort")
     if sort:
         table.order_by = sort  # django-tables2 drops unknown and unsortable columns
@@ -226,8 +319,9 @@ def build_table(request: HttpRequest, table_class: type[BaseTable], queryset: Qu
 
 
 def paginate(request: HttpRequest, table: BaseTable) -> BaseTable:
-    table.paginate(paginator_class=ClampedPaginator, page=request.GET.get(table.param("page"), 1),
-                   per_page=per_page(request, table.prefix))
+    page = request.GET.get(table.param("page"), 1)
+    table.paginate(paginator_class=ClampedPaginator, page=page, per_page=per_page(request, table.prefix, table.default_per_page),
+                   up_to_page=_as_int(page, 1))
     return table
 
 
@@ -254,19 +348,32 @@ def _plain(value: Any) -> Any:
 
 def export_csv(table: BaseTable, request: HttpRequest) -> HttpResponse:
     """Every row of the (searched, sorted) table as CSV, streamed: each column, hidden ones too,
-    unless the column says ``exclude_from_export``; the cell values without markup."""
+    unless the column says ``exclude_from_export``; the cell values without markup, under the
+    column's ``export_header`` when its header on the page is more than a name."""
     columns = [c for c in table.columns.iterall() if not c.column.exclude_from_export]
     writer = csv.writer(_Echo())
 
     def lines() -> Iterator[str]:
-        yield writer.writerow([force_str(c.header) for c in columns])
+        yield writer.writerow([_plain(getattr(c.column, "export_header", None) or c.header) for c in columns])
         for record in _records(table):
             row = BoundRow(record, table=table)
             yield writer.writerow([_plain(row.get_cell_value(c.name)) for c in columns])
 
     response = StreamingHttpResponse(_streamed(lines(), request), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{table.export_name}.csv"'
+    name = re.sub(r"[^\w.-]+", "-", str(table.export_name), flags=re.ASCII)  # object names go in, quoted safely
+    response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
     return response
+
+
+def filter_errors(table: BaseTable) -> str:
+    """What is wrong with the table's filters ("" when nothing is), naming each URL parameter."""
+    filterset = table.filterset
+    if filterset is None or filterset.is_valid():
+        return ""
+    form = filterset.form
+    problems = [" ".join(errors) if name == NON_FIELD_ERRORS else f"{form.add_prefix(name)}: {' '.join(errors)}"
+                for name, errors in form.errors.items()]
+    return f"{gettext('Invalid filter:')} {'; '.join(problems)}"
 
 
 def _streamed(lines: Iterator[str], request: HttpRequest) -> Iterator[str] | AsyncIterator[str]:
@@ -287,7 +394,13 @@ def _streamed(lines: Iterator[str], request: HttpRequest) -> Iterator[str] | Asy
 class TableMixin:
     """A list page's tables (one per ``table_class``; ``get_tables`` for several, each with its
     own prefix): ``?export=csv`` answers the CSV instead of the page, after the view's
-    permission check (put ``PermissionMixin`` first), and the page paginates each table."""
+    permission check (put ``PermissionMixin`` first), and the page paginates each table.
+
+    On an object's page (a ``DetailView``) the object is read first, so ``PermissionMixin``
+    refuses the page and its exports alike to whoever may not view it; the tables then read
+    ``self.object``. A view that filters its rows sets ``self.filterset`` (or passes
+    ``filterset=`` to ``build_table``): an invalid one refuses the export with a 400.
+    """
 
     request: HttpRequest
     table_class: type[BaseTable]
@@ -301,13 +414,23 @@ class TableMixin:
         return queryset
 
     def get_tables(self) -> list[BaseTable]:
-        return [build_table(self.request, self.table_class, self.get_table_queryset(), rows=self.table_rows)]
+        queryset = self.get_table_queryset()
+        return [build_table(self.request, self.table_class, queryset, rows=self.table_rows,
+                            filterset=getattr(self, "filterset", None))]
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        detail = isinstance(self, SingleObjectMixin)
+        if detail:
+            self.object = self.get_object()
         self.tables = self.get_tables()
         for table in self.tables:
             if request.GET.get(table.param("export")) == "csv":
+                problem = filter_errors(table)
+                if problem:
+                    return HttpResponse(problem, status=400, content_type="text/plain; charset=utf-8")
                 return export_csv(table, self.request)
+        if detail:  # as DetailView.get, without reading the object again
+            return self.render_to_response(self.get_context_data(object=self.object))  # type: ignore[attr-defined]
         return super().get(request, *args, **kwargs)  # type: ignore[misc]
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
@@ -335,8 +458,8 @@ class ObjectChangeTable(BaseTable):
     actor = tables.Column(verbose_name=_("Actor"))
     source = tables.Column(verbose_name=_("Source"))
     action = tables.Column(verbose_name=_("Action"))
-    object_repr = tables.Column(verbose_name=_("Object"))
-    reason = tables.Column(verbose_name=_("Reason"), orderable=False)
+    object_repr = tables.Column(verbose_name=_("Object"), attrs={"td": {"translate": "no"}})
+    reason = tables.Column(verbose_name=_("Reason"), orderable=False, attrs={"td": {"translate": "no"}})
     request_id = tables.Column(verbose_name=_("Request ID"), orderable=False)
     object_type = tables.Column(verbose_name=_("Object type"), orderable=False)
     object_id = tables.Column(verbose_name=_("Object ID"), orderable=False)

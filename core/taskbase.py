@@ -123,6 +123,9 @@ class MeridianTask(Task):
             except Retry as exc:
                 jobs.retrying(job, exc.exc, countdown=_countdown(exc))
                 raise
+            except RetryNotSent as exc:
+                jobs.retrying(job, exc.cause, sent=False)
+                raise
             except jobs.JobCanceled:
                 jobs.stopped(job)
                 return None
@@ -162,7 +165,7 @@ class MeridianTask(Task):
             if self.on_busy == "skip" or self.request.called_directly:
                 logger.info("%s: %s; skipped", self.name, exc)
                 return {"skipped": str(exc)}
-            raise self.retry(exc=exc, countdown=BUSY_COUNTDOWN, max_retries=None) from exc
+            raise self._retry(exc, BUSY_COUNTDOWN, max_retries=None) from exc
         except Retry:
             raise
         except Exception as exc:
@@ -174,12 +177,29 @@ class MeridianTask(Task):
             countdown = min(self.retry_backoff_max, 2 ** min(retries, 10))
             logger.warning("%s: transient fault (%s: %s); retry %s in %s s", self.name, type(exc).__name__, exc,
                            retries + 1, countdown)
-            raise self.retry(exc=exc, countdown=_jitter(countdown)) from exc
+            raise self._retry(exc, _jitter(countdown)) from exc
 
+    def _retry(self, exc: BaseException, countdown: float, **options: Any) -> Retry:
+        """Celery's ``retry``, whose failed send (the broker is down: the usual reason for a
+        retry) is a ``RetryNotSent``, not the bare ``Reject`` Celery raises for it."""
+        try:
+            return self.retry(exc=exc, countdown=countdown, **options)
+        except Reject as rejected:
+            raise RetryNotSent(exc, rejected.reason) from exc
 
     def is_transient(self, exc: BaseException) -> bool:
         """Worth retrying as it is: an infrastructure fault, or an error that says so (``transient``)."""
         return isinstance(exc, (*TRANSIENT_ERRORS, *self.transient_errors)) or bool(getattr(exc, "transient", False))
+
+
+class RetryNotSent(Reject):
+    """A transient fault's retry could not be sent (the broker was down): not a job to settle
+    as done, as the ``Reject`` Celery raises for it would be (a downgrade's delivery said
+    "succeeded" with nothing delivered), but one the outbox sends again once the broker is back."""
+
+    def __init__(self, cause: BaseException, send_error: Any) -> None:
+        super().__init__(send_error, requeue=False)
+        self.cause = cause
 
 
 def _from_beat(request: Any) -> bool:

@@ -17,6 +17,7 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext as _
 
 from .audit import record_change
 from .context import current_actor
@@ -51,9 +52,9 @@ def create_user(*, username: str, password: str, email: str = "", first_name: st
     except ValidationError as exc:
         errors["password"] = list(exc.messages)
     if role not in (None, "", *ROLES):
-        errors["role"] = [f"Must be one of {', '.join(ROLES)}, or none."]
+        errors["role"] = [_("Must be one of %(roles)s, or none.") % {"roles": ", ".join(ROLES)}]
     if model.objects.filter(username=username).exists():
-        errors["username"] = [f"A user named {username!r} already exists."]
+        errors["username"] = [_("A user named %(name)s already exists.") % {"name": repr(username)}]
     if errors:
         raise Refused.from_errors(errors)
     try:
@@ -64,15 +65,16 @@ def create_user(*, username: str, password: str, email: str = "", first_name: st
                 user.groups.add(Group.objects.get(name=role))
             record_change(user, "create", after=user_snapshot(user))
     except IntegrityError as exc:
-        raise Conflict("already_exists", f"A user named {username!r} already exists.", field="username") from exc
+        raise Conflict("already_exists", _("A user named %(name)s already exists.") % {"name": repr(username)},
+                       field="username") from exc
     return user
 
 
 def set_role(user: Any, role: str | None, *, reason: str = "") -> Any:
     """Give ``user`` exactly ``role`` (None: no role), replacing the roles they held."""
     if role not in (None, "", *ROLES):
-        raise Refused("invalid_role", f"Must be one of {', '.join(ROLES)}, or none.", field="role")
-    _not_yourself(user, demoting=role != ADMIN, what="take away your own admin role")
+        raise Refused("invalid_role", _("Must be one of %(roles)s, or none.") % {"roles": ", ".join(ROLES)}, field="role")
+    _not_yourself(user, demoting=role != ADMIN, message=_("You cannot take away your own admin role: ask another admin."))
     with transaction.atomic():
         locked = get_user_model().objects.select_for_update().get(pk=user.pk)
         before = user_snapshot(locked)
@@ -87,7 +89,7 @@ def set_active(user: Any, active: bool, *, reason: str = "") -> Any:
     """Deactivate (no login, no API token works: ``core.authentication`` refuses inactive users)
     or reactivate ``user``; the tokens stay, so reactivating restores them."""
     if not active:
-        _not_yourself(user, demoting=True, what="deactivate yourself")
+        _not_yourself(user, demoting=True, message=_("You cannot deactivate yourself: ask another admin."))
     with transaction.atomic():
         locked = get_user_model().objects.select_for_update().get(pk=user.pk)
         before = user_snapshot(locked)
@@ -98,7 +100,7 @@ def set_active(user: Any, active: bool, *, reason: str = "") -> Any:
     return locked
 
 
-def _not_yourself(user: Any, *, demoting: bool, what: str) -> None:
+def _not_yourself(user: Any, *, demoting: bool, message: str) -> None:
     actor = current_actor().user
     if demoting and actor is not None and getattr(actor, "pk", None) == user.pk and user_role(user) == ADMIN:
-        raise Refused("self_lockout", f"You cannot {what}: ask another admin.")
+        raise Refused("self_lockout", message)

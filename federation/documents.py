@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 from core.documents import Document, DocumentKind, Rendered, only_fields, register
 from core.errors import Refused
 
@@ -63,7 +65,7 @@ def _template(document: Document) -> dict[str, Any]:
     """The template with the document's name and namespace filled in; they must agree."""
     template = document.spec.get("template")
     if not isinstance(template, dict) or not isinstance(template.get("metadata", {}), dict):
-        raise Refused("invalid", "The native object to federate (apiVersion, kind, metadata, spec).", field="template")
+        raise Refused("invalid", _("The native object to federate (apiVersion, kind, metadata, spec)."), field="template")
     template = clean_template(template)
     meta = template["metadata"]
     meta.setdefault("name", document.name)
@@ -71,9 +73,10 @@ def _template(document: Document) -> dict[str, Any]:
         meta.setdefault("namespace", document.namespace)
     errors = {}
     if meta.get("name") != document.name:
-        errors["template.metadata.name"] = f"must be the document's name, {document.name!r}"
+        errors["template.metadata.name"] = _("must be the document's name, %(name)s") % {"name": repr(document.name)}
     if (meta.get("namespace") or "") != document.namespace:
-        errors["template.metadata.namespace"] = f"must be the document's namespace, {document.namespace or '(none)'!r}"
+        errors["template.metadata.namespace"] = _("must be the document's namespace, %(namespace)s") % {
+            "namespace": repr(document.namespace or _("(none)"))}
     errors |= {key.replace("object", "template", 1): message for key, message in services.object_errors(template).items()}
     if errors:
         raise Refused.from_errors(errors)
@@ -83,7 +86,8 @@ def _template(document: Document) -> dict[str, Any]:
 def _normalize_object(document: Document, live: FederatedObject | None) -> dict[str, Any]:
     only_fields(document, OBJECT_FIELDS, required=("template",))
     refs = {name: document.spec.get(name) for name in ("propagation_policy", "override_policy")}
-    wrong = {name: "A policy's name, or namespace/name." for name, ref in refs.items() if ref is not None and not isinstance(ref, str)}
+    wrong = {name: _("A policy's name, or namespace/name.") for name, ref in refs.items()
+             if ref is not None and not isinstance(ref, str)}
     if wrong:
         raise Refused.from_errors(wrong)
     template = _template(document)

@@ -19,12 +19,10 @@ import yaml
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from core.forms import BlockFieldsForm, PastedField, VersionField
+from core.forms import BlockFieldsForm, PastedField, VersionField, reason_field
 
 from .models import FederatedObject, FederatedRevision, OverridePolicy, PropagationPolicy
 
-#: The namespace filter's value for objects without a namespace (no namespace may be named "-").
-NO_NAMESPACE = "-"
 POLICY_KINDS = {"propagation": PropagationPolicy, "override": OverridePolicy}
 POLICY_TITLES = {"propagation": _("Propagation policies"), "override": _("Override policies")}
 
@@ -37,12 +35,6 @@ def to_yaml(value: Any) -> str:
     return yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False, width=120)
 
 
-def reason_field(required: bool = False, label: Any = None) -> forms.CharField:
-    return forms.CharField(required=required, max_length=500, label=label or _("Reason"),
-                           widget=forms.TextInput(attrs={"size": 40}),
-                           help_text=_("Why you make this change; kept in the audit log."))
-
-
 # ---------------------------------------------------------------------------- policy choices
 
 
@@ -52,20 +44,6 @@ def policy_choices(model, blank: Any) -> list[tuple[str, Any]]:
 
 
 # ---------------------------------------------------------------------------- objects
-
-
-class ObjectFilterForm(forms.Form):
-    """The index's filters (GET); unknown values simply match nothing."""
-
-    namespace = forms.ChoiceField(required=False, label=_("Namespace"))
-    kind = forms.ChoiceField(required=False, label=_("Kind"))
-    phase = forms.ChoiceField(required=False, label=_("Phase"))
-
-    def __init__(self, *args: Any, namespaces: Iterable[str] = (), kinds: Iterable[str] = (), **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["namespace"].choices = [("", _("All namespaces"))] + [(n or NO_NAMESPACE, n or _("(none)")) for n in namespaces]
-        self.fields["kind"].choices = [("", _("All kinds"))] + [(k, k) for k in kinds]
-        self.fields["phase"].choices = [("", _("All phases"))] + list(FederatedObject.Phase.choices)
 
 
 EXAMPLE_OBJECT = """apiVersion: apps/v1
@@ -154,7 +132,7 @@ class RollbackForm(BlockFieldsForm):
 class ReasonForm(BlockFieldsForm):
     """Pause, resume, reschedule: an optional reason for the audit log."""
 
-    reason = reason_field()
+    reason = reason_field(max_length=500)
     version = VersionField()
 
 
@@ -220,7 +198,7 @@ class CordonForm(BlockFieldsForm):
     action = forms.ChoiceField(choices=ACTIONS, label=_("Action"), widget=forms.RadioSelect,
                                help_text=_("Cordon: no new replicas go there. Drain: its replicas also move to other "
                                            "clusters, each workload within its rollout budget. Uncordon: back to normal."))
-    reason = reason_field(required=True)
+    reason = reason_field(required=True, max_length=500)
 
 
 # ---------------------------------------------------------------------------- what-if

@@ -14,7 +14,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from core.models import Revision
-from fleet.models import Cluster
+from fleet.models import Cluster, ResourceTotals
 
 #: Labels binding an object to its policies (upstream's names).
 PROPAGATION_POLICY_LABEL = "kubeadmiral.io/propagation-policy-name"
@@ -57,7 +57,7 @@ class PropagationPolicy(PolicyBase):
 
     class Meta(PolicyBase.Meta):
         constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="federation_pp_identity")]
-        verbose_name_plural = "propagation policies"
+        verbose_name, verbose_name_plural = _("propagation policy"), _("propagation policies")
 
 
 class OverridePolicy(PolicyBase):
@@ -65,7 +65,7 @@ class OverridePolicy(PolicyBase):
 
     class Meta(PolicyBase.Meta):
         constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="federation_op_identity")]
-        verbose_name_plural = "override policies"
+        verbose_name, verbose_name_plural = _("override policy"), _("override policies")
 
 
 class FederatedObject(models.Model):
@@ -190,21 +190,7 @@ class MemberObject(models.Model):
         return f"{self.object} in {self.cluster_id}"
 
 
-class WaterLevelTotals(models.Model):
-    """The totals a water-level chart point holds: a sample's, or a rollup's averages."""
-
-    cpu_allocatable_milli = models.BigIntegerField(default=0)
-    cpu_requested_milli = models.BigIntegerField(default=0)
-    memory_allocatable_bytes = models.BigIntegerField(default=0)
-    memory_requested_bytes = models.BigIntegerField(default=0)
-    gpu_allocatable = models.BigIntegerField(default=0)
-    gpu_requested = models.BigIntegerField(default=0)
-
-    class Meta:
-        abstract = True
-
-
-class WaterLevelSample(WaterLevelTotals):
+class WaterLevelSample(ResourceTotals):
     """One cluster's water level at a time, for the dashboard's history charts."""
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="water_levels")
@@ -220,7 +206,7 @@ class WaterLevelSample(WaterLevelTotals):
         return f"{self.cluster_id} at {self.at:%Y-%m-%d %H:%M}"
 
 
-class WaterLevelRollup(WaterLevelTotals):
+class WaterLevelRollup(ResourceTotals):  # a rollup's totals are averages
     """Averages of one cluster's samples over an hour or a day: four weeks at 500 clusters is
     336k hourly rows (28 days × 24 × 500) and 14k daily ones, where raw minute samples would be
     20M. Raw samples are kept for a day; the charts read the coarsest grain their range needs."""

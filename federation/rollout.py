@@ -15,7 +15,7 @@ Standard library only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 __all__ = ["RolloutPlan", "RolloutTarget", "plan_rollout"]
@@ -313,6 +313,19 @@ def _only_scaling(targets: Sequence[RolloutTarget], growing: Sequence[RolloutTar
     return all(_finished(t) and not _flips(t, fleet_surges) for t in targets)
 
 
+
+def planned_replicas(targets: Sequence[RolloutTarget], plans: Mapping[str, RolloutPlan]) -> int:
+    """The replicas the members will have once ``plans`` are applied: a member without a plan
+    keeps what it runs, one whose plan leaves the count alone scales to what it is scheduled."""
+    planned = 0
+    for t in targets:
+        plan = plans.get(t.cluster)
+        if plan is None:
+            planned += t.replicas
+        else:
+            planned += t.desired_replicas if plan.replicas is None else plan.replicas
+    return planned
+
 def _plans_are_safe(replicas: int, max_surge: int, max_unavailable: int,
                     targets: Sequence[RolloutTarget], plans: dict[str, RolloutPlan]) -> bool:
     """Final guard: the step must stay within the global surge / unavailability window.
@@ -322,13 +335,7 @@ def _plans_are_safe(replicas: int, max_surge: int, max_unavailable: int,
     """
     desired = sum(t.desired_replicas for t in targets)
     current = sum(t.replicas for t in targets)
-    planned = 0
-    for t in targets:
-        plan = plans.get(t.cluster)
-        if plan is None:
-            planned += t.replicas
-        else:
-            planned += t.desired_replicas if plan.replicas is None else plan.replicas
+    planned = planned_replicas(targets, plans)
     if replicas - desired > max_unavailable:
         return False
     low, high = min(desired, current), max(desired, current)

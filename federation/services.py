@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext as _
 
 from core import concurrency, events, revisions
 from core.audit import record_change, snapshot
@@ -50,9 +51,9 @@ def _queue(object_ids: list[int]) -> None:
 def _name_errors(namespace: str, name: str) -> dict[str, str]:
     errors = {}
     if not isinstance(name, str) or not _NAME.match(name):
-        errors["name"] = "must be a DNS subdomain: lowercase letters, digits, '-' and '.', at most 253"
+        errors["name"] = _("must be a DNS subdomain: lowercase letters, digits, '-' and '.', at most 253")
     if namespace and not _NAMESPACE.match(namespace):
-        errors["namespace"] = "must be a DNS label: lowercase letters, digits and '-', at most 63"
+        errors["namespace"] = _("must be a DNS label: lowercase letters, digits and '-', at most 63")
     return errors
 
 
@@ -68,7 +69,8 @@ def save_policy(model: type[PropagationPolicy] | type[OverridePolicy], *, namesp
     validate = validate_propagation if model is PropagationPolicy else validate_override
     errors.update({f"spec.{k}" if k != "spec" else k: v for k, v in validate(spec).items()})
     if instance is None and model.objects.filter(namespace=namespace, name=name).exists():
-        errors["name"] = f"a {model._meta.verbose_name} named {name!r} already exists here"
+        errors["name"] = _("a %(kind)s named %(name)s already exists here") % {
+            "kind": model._meta.verbose_name, "name": repr(name)}
     if errors:
         raise Refused.from_errors(errors)
     with transaction.atomic():
@@ -77,8 +79,8 @@ def save_policy(model: type[PropagationPolicy] | type[OverridePolicy], *, namesp
                 with transaction.atomic():
                     policy = model.objects.create(namespace=namespace, name=name, spec=spec, description=description)
             except IntegrityError as exc:
-                raise Conflict("already_exists", f"a {model._meta.verbose_name} named {name!r} already exists here",
-                               field="name") from exc
+                raise Conflict("already_exists", _("a %(kind)s named %(name)s already exists here") % {
+                    "kind": model._meta.verbose_name, "name": repr(name)}, field="name") from exc
             record_change(policy, "create", after=snapshot(policy))
             _queue(_bound_by_label(policy))
         else:
@@ -96,7 +98,8 @@ def delete_policy(policy: PropagationPolicy | OverridePolicy) -> None:
     """A policy objects still use is not deleted (they would lose their placement)."""
     used = list(policy.federated_objects.values_list("name", flat=True)[:5])
     if used:
-        raise Refused("in_use", f"still used by {', '.join(used)}; rebind or delete them first", field="name")
+        raise Refused("in_use", _("still used by %(objects)s; rebind or delete them first") % {"objects": ", ".join(used)},
+                      field="name")
     with transaction.atomic():
         locked = type(policy).objects.select_for_update(no_key=True).get(pk=policy.pk)
         concurrency.check(locked)
@@ -127,9 +130,9 @@ def check_policy_namespace(explicit: str, namespace: str, field: str) -> None:
     """A namespaced policy serves the objects of its own namespace only (as upstream)."""
     ns = explicit.rpartition("/")[0]
     if "/" in explicit and ns not in ("", namespace):
-        raise Refused.from_errors({field: f"{explicit!r} belongs to namespace {ns!r}; an object in "
-                                        f"{namespace or 'no namespace'!r} may use its own namespace's policies "
-                                        "or fleet-wide ones"})
+        raise Refused.from_errors({field: _("%(policy)s belongs to namespace %(policy_namespace)s; an object in "
+                                            "%(namespace)s may use its own namespace's policies or fleet-wide ones") % {
+            "policy": repr(explicit), "policy_namespace": repr(ns), "namespace": repr(namespace or _("no namespace"))}})
 
 
 def _resolve_policy(model, labels: Mapping[str, str], namespace: str, explicit: str | None, field: str):
@@ -137,13 +140,14 @@ def _resolve_policy(model, labels: Mapping[str, str], namespace: str, explicit: 
     namespaced, cluster_scoped = ((PROPAGATION_POLICY_LABEL, CLUSTER_PROPAGATION_POLICY_LABEL) if model is PropagationPolicy
                                   else (OVERRIDE_POLICY_LABEL, CLUSTER_OVERRIDE_POLICY_LABEL))
     if explicit:
-        ns, _, name = explicit.rpartition("/")
+        ns, _slash, name = explicit.rpartition("/")
         check_policy_namespace(explicit, namespace, field)
         policy = model.objects.filter(namespace=ns if "/" in explicit else namespace, name=name).first()
         if policy is None and "/" not in explicit:
             policy = model.objects.filter(namespace="", name=name).first()
         if policy is None:
-            raise Refused.from_errors({field: f"no {model._meta.verbose_name} named {explicit!r}"})
+            raise Refused.from_errors({field: _("no %(kind)s named %(name)s") % {
+                "kind": model._meta.verbose_name, "name": repr(explicit)}})
         return policy
     if labels.get(namespaced):
         return model.objects.filter(namespace=namespace, name=labels[namespaced]).first()
@@ -166,30 +170,30 @@ def resolve_policies(template: Mapping[str, Any], propagation_policy: str | None
 
 def object_errors(obj: Any) -> dict[str, str]:
     if not isinstance(obj, Mapping):
-        return {"object": "must be a Kubernetes object (a JSON/YAML mapping)"}
+        return {"object": _("must be a Kubernetes object (a JSON/YAML mapping)")}
     if deeper_than(obj):
         return {"object": too_deep_message()}
     errors: dict[str, str] = {}
     for name in ("apiVersion", "kind"):
         if not isinstance(obj.get(name), str) or not obj.get(name):
-            errors[f"object.{name}"] = "is required"
+            errors[f"object.{name}"] = _("is required")
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping):
-        errors["object.metadata"] = "is required"
+        errors["object.metadata"] = _("is required")
         return errors
     errors.update({f"object.metadata.{k}": v for k, v in _name_errors(meta.get("namespace") or "", meta.get("name")).items()})
     if obj.get("kind") in _REFUSED_KINDS:
-        errors["object.kind"] = f"{obj['kind']} objects belong to one cluster and cannot be federated"
+        errors["object.kind"] = _("%(kind)s objects belong to one cluster and cannot be federated") % {"kind": obj["kind"]}
     labels = meta.get("labels")
     if labels is not None and (not isinstance(labels, Mapping) or not all(isinstance(v, str) for v in labels.values())):
-        errors["object.metadata.labels"] = "must map strings to strings"
+        errors["object.metadata.labels"] = _("must map strings to strings")
     spec = obj.get("spec")
     if spec is not None and not isinstance(spec, Mapping):
-        errors["object.spec"] = "must be an object"
+        errors["object.spec"] = _("must be an object")
     elif isinstance(spec, Mapping) and "replicas" in spec:
         replicas = spec["replicas"]
         if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-            errors["object.spec.replicas"] = "must be a non-negative integer"
+            errors["object.spec.replicas"] = _("must be a non-negative integer")
     if not errors:
         errors.update(_pod_template_errors(obj))
     return errors
@@ -205,14 +209,14 @@ def _pod_template_errors(obj: Mapping[str, Any]) -> dict[str, str]:
         return {"object.spec.template": str(exc)}
     spec = template.get("spec") if isinstance(template, Mapping) else None
     if not isinstance(spec, Mapping):
-        return {"object.spec.template.spec": "is required: the pods' containers"}
+        return {"object.spec.template.spec": _("is required: the pods' containers")}
     try:
         pod_requests({"spec": spec})
     except (PodSpecError, TypeError, ValueError) as exc:
         return {"object.spec.template.spec": str(exc)}
     for name in _POD_LIST_FIELDS:
         if spec.get(name) is not None and not isinstance(spec[name], list):
-            return {f"object.spec.template.spec.{name}": "must be a list"}
+            return {f"object.spec.template.spec.{name}": _("must be a list")}
     return {}
 
 
@@ -243,15 +247,17 @@ def submit(obj: Any, *, propagation_policy: str | None = None, override_policy: 
                         namespace=namespace, name=name, api_version=template["apiVersion"], kind=kind, template=template,
                         template_hash=digest, propagation_policy=pp, override_policy=op, references=_references(template))
             except IntegrityError as exc:  # a concurrent submit of the same object won
-                raise Conflict("already_exists", f"{kind} {namespace}/{name} was just created by someone else; "
-                                                 "submit again to update it", field="object") from exc
+                raise Conflict("already_exists", _("%(kind)s %(namespace)s/%(name)s was just created by someone else; "
+                                                   "submit again to update it") % {
+                    "kind": kind, "namespace": namespace, "name": name}, field="object") from exc
             _revision(fed, FederatedRevision.Action.CREATE, change_cause)
             record_change(fed, "create", after=snapshot(fed))
             created = True
         else:
             concurrency.check(existing)
             if existing.deleting:
-                raise Refused("deleting", f"{existing} is being deleted; submit it again once it is gone", field="object")
+                raise Refused("deleting", _("%(object)s is being deleted; submit it again once it is gone") % {"object": existing},
+                              field="object")
             fed, created = _update(existing, template, digest, pp, op, change_cause), False
         _queue([fed.pk, *_leaders_of(fed)])
     events.publish("federation", "object.changed", {"id": fed.pk, "key": fed.key, "kind": kind})
@@ -312,7 +318,7 @@ def rollback(fed: FederatedObject, number: int, reason: str = "") -> FederatedRe
     revisions.require_reason(reason)
     old = revisions.revision_to_restore(fed.revisions.all(), number, fed)
     if old.template_hash == fed.template_hash and old.template == fed.template:
-        raise Refused("unchanged", f"revision {number} is what runs now", field="revision")
+        raise Refused("unchanged", _("revision %(number)s is what runs now") % {"number": number}, field="revision")
     with transaction.atomic():
         fed = FederatedObject.objects.select_for_update(no_key=True).get(pk=fed.pk)
         concurrency.check(fed)

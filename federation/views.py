@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
-from html import escape
 from typing import Any
 
 from django.contrib import messages
@@ -34,7 +33,6 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views import View
@@ -50,15 +48,14 @@ from fleet import services as fleet_services
 from fleet.models import Cluster
 
 from . import services, water, whatif
+from .filtersets import FederatedObjectFilterSet
 from .forms import (
     EXAMPLE_OBJECT,
-    NO_NAMESPACE,
     POLICY_KINDS,
     POLICY_TITLES,
     CordonForm,
     DeleteForm,
     EditTemplateForm,
-    ObjectFilterForm,
     PolicyForm,
     ReasonForm,
     RollbackForm,
@@ -70,7 +67,15 @@ from .models import FederatedObject, MemberObject, PropagationPolicy
 from .policy import desired_replicas
 from .render import fenceposts
 from .scheduler import format_amount
-from .tables import FederatedObjectTable, PolicyTable, placement_summary, readiness
+from .tables import (
+    FederatedObjectTable,
+    MemberTable,
+    PlacementTable,
+    PolicyTable,
+    WaterLevelTable,
+    placement_summary,
+    readiness,
+)
 
 REVISIONS_SHOWN = 50
 #: The history's windows (hours → label): up to the four weeks a capacity review looks back.
@@ -135,21 +140,16 @@ class IndexView(PermissionMixin, TableMixin, TemplateView):
 
     @cached_property
     def filtered(self) -> dict[str, Any]:
-        """The filter form, the objects its namespace and kind leave, and the phase asked for."""
+        """The filters (``FederatedObjectFilterSet``), the objects its namespace and kind leave
+        (what the phase counts count), and the phase asked for. Invalid filters show nothing
+        and say why."""
         everything = FederatedObject.objects.order_by()
         namespaces = sorted(set(everything.values_list("namespace", flat=True)))
         kinds = sorted(set(everything.values_list("kind", flat=True)))
-        form = ObjectFilterForm(self.request.GET, namespaces=namespaces, kinds=kinds)
-        scoped = everything
-        phase = ""
-        if form.is_valid():
-            data = form.cleaned_data
-            if data["namespace"]:
-                scoped = scoped.filter(namespace="" if data["namespace"] == NO_NAMESPACE else data["namespace"])
-            if data["kind"]:
-                scoped = scoped.filter(kind=data["kind"])
-            phase = data["phase"]
-        return {"form": form, "scoped": scoped, "phase": phase}
+        self.filterset = FederatedObjectFilterSet(self.request.GET, queryset=everything, namespaces=namespaces, kinds=kinds)
+        if not self.filterset.is_valid():
+            return {"scoped": everything.none(), "phase": ""}
+        return {"scoped": self.filterset.without_phase(everything), "phase": self.filterset.form.cleaned_data["phase"]}
 
     def get_table_queryset(self):
         scoped, phase = self.filtered["scoped"], self.filtered["phase"]
@@ -158,7 +158,7 @@ class IndexView(PermissionMixin, TableMixin, TemplateView):
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
-        form, scoped, phase = self.filtered["form"], self.filtered["scoped"], self.filtered["phase"]
+        form, scoped, phase = self.filterset.form, self.filtered["scoped"], self.filtered["phase"]
         counts = dict(scoped.values_list("phase").annotate(n=Count("pk")))
         table = context["table"]
         if sum(counts.values()):
@@ -236,7 +236,8 @@ def member_rows(fed: FederatedObject) -> list[dict[str, Any]]:
     """One row per cluster it runs in or is placed on: scheduled replicas, state, the error
     with its retry, observed counts, and bars of updated and available toward scheduled."""
     copy_replicas = desired_replicas(fed.template)
-    members = {m.cluster.name: m for m in MemberObject.objects.filter(object=fed).select_related("cluster")}
+    members = {m.cluster.name: m for m in MemberObject.objects.filter(object=fed).select_related("cluster").only(
+        "cluster__name", "replicas", "state", "applied_revision", "error", "attempts", "next_retry", "observed")}
     placement = fed.placement or {}
     rows = []
     for name in sorted(set(members) | set(placement)):
@@ -278,9 +279,11 @@ def status_summary(fed: FederatedObject) -> dict[str, Any]:
     return summary
 
 
-class ObjectDetailView(RevisionDiffMixin, PermissionMixin, DetailView):
+class ObjectDetailView(RevisionDiffMixin, PermissionMixin, TableMixin, DetailView):
     """Status with unavailable vs budget, per-cluster progress and the placement explanation
-    (all three live), template, revisions with their diff, and the write forms this user may use."""
+    (all three live), template, revisions with their diff, and the write forms this user may use.
+    Member clusters and placement are tables (``core.tables``, parameters ``members-…`` and
+    ``placement-…``); the live fragment keeps the page's query, so they keep their order."""
 
     model = FederatedObject
     template_name = "federation/object_detail.html"
@@ -292,12 +295,26 @@ class ObjectDetailView(RevisionDiffMixin, PermissionMixin, DetailView):
             return ["federation/_object_live.html"]
         return [self.template_name]
 
+    def get_tables(self):
+        """The object's member clusters and the scheduler's placement, rows computed from the
+        object itself (its members in one query): the object's page checked the user may view it."""
+        fed = self.object
+        self.members, self.placement = member_rows(fed), placement_rows(fed.schedule or {})
+        members = build_table(self.request, MemberTable, self.members, prefix="members-",
+                              export_name=f"meridian-federated-{fed.pk}-members")
+        members.empty_text = (_("No cluster was selected; see the placement explanation.")
+                              if fed.phase == FederatedObject.Phase.UNSCHEDULABLE else _("Not scheduled yet."))
+        placement = build_table(self.request, PlacementTable, self.placement, prefix="placement-",
+                                export_name=f"meridian-federated-{fed.pk}-placement")
+        return [members, placement]
+
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         fed = self.object
         schedule = fed.schedule or {}
-        context.update(members=member_rows(fed), summary=status_summary(fed), federation_labels=script_labels(),
-                       topics=[f"federation-object-{fed.pk}"], schedule=schedule, placement=placement_rows(schedule))
+        context.update(members=self.members, summary=status_summary(fed), federation_labels=script_labels(),
+                       topics=[f"federation-object-{fed.pk}"], schedule=schedule, placement=self.placement,
+                       members_table=self.tables[0], placement_table=self.tables[1])
         if self.request.GET.get("fragment") == "live" and self.request.method == "GET":
             return context
         revisions = list(fed.revisions.all()[:REVISIONS_SHOWN])
@@ -604,16 +621,17 @@ def compact_history(history: Mapping[str, Any], keys: list[str]) -> dict[str, An
             "series": series, "events": [e | {"t": offset(e.pop("at"))} for e in history["events"]]}
 
 
-def dashboard(hours: int, *, history: bool | None = True,
-              between: tuple[datetime, datetime] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def dashboard(hours: int, *, history: bool | None = True, between: tuple[datetime, datetime] | None = None,
+              levels: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(levels, payload): water levels as ``water`` computes them, and the charts' columnar JSON.
 
     ``history=None`` embeds the history only while the window holds at most
     ``HISTORY_EMBED_SAMPLES`` samples (one cheap count): even thinned, a big fleet's history
     costs more than the page's whole budget, so its page leaves ``history`` null and
-    federation.js fetches it from the JSON endpoint.
+    federation.js fetches it from the JSON endpoint. ``levels``: ``water.water_levels()``
+    when the caller has read them already.
     """
-    levels = water.water_levels()
+    levels = levels if levels is not None else water.water_levels()
     clusters = levels["clusters"]
     keys = [key for key, *_rest in water.RESOURCES
             if key != "gpu" or any(c["resources"]["gpu"]["allocatable"] for c in clusters)]
@@ -654,52 +672,38 @@ def bar_width(rate: float) -> str:
     return f"{min(max(rate, 0.0), 100.0):.1f}"
 
 
-def water_table_html(levels: Mapping[str, Any], keys: list[str], may_cordon: bool) -> SafeString:
-    """The per-cluster rows, built in Python: a template loop over 500 clusters × 3 resources
-    costs more than the page's whole time budget. Every value goes through ``escape``."""
-    detail_url = reverse("fleet:cluster-detail", args=["__name__"])
-    cordon_url = reverse("federation:cluster-cordon", args=["__name__"])
-    labels = {"not_ready": escape(_("not ready")), "cordoned": escape(_("cordoned")),
-              "draining": escape(_("draining")), "cordon": escape(_("Cordon")), "drain": escape(_("Drain")),
-              "uncordon": escape(_("Uncordon"))}
-    out = []
-    for c in levels["clusters"]:
-        name, state = escape(c["name"]), cordon_state(c)
-        cells = []
-        for key in keys:
-            r = c["resources"][key]
-            rate = r["deploy_rate"]
-            level = level_class(rate)
-            cells.append(f'<td data-res="{key}"{f" class={level}" if level else ""}><b style="--r:{bar_width(rate)}%"></b>'
-                         f'<span>{number(rate)}%</span><small>{number(r["requested"])} / {number(r["allocatable"])} · '
-                         f'{number(r["available"])}</small></td>')
-        ready = "" if c["ready"] else f' <span class="badge failed">{labels["not_ready"]}</span>'
-        badge = f'<span class="badge fed-cordon {state}">{labels[state]}</span>' if state else ""
-        actions = ""
-        if may_cordon:
-            url = escape(cordon_url.replace("__name__", c["name"]))
-            actions = '<td class="fed-cordon-actions">' + " ".join(
-                f'<a data-cordon="{a}" href="{url}?action={a}">{labels[a]}</a>' for a in ("cordon", "drain", "uncordon")) + "</td>"
-        out.append(
-            f'<tr id="cluster-{name}" data-cluster="{name}" data-state="{state}">'
-            f'<th scope="row"><a href="{escape(detail_url.replace("__name__", c["name"]))}">{name}</a>{ready}</th>'
-            f'{"".join(cells)}<td data-f="weight">{c["weight"]}</td>'
-            f'<td data-f="state">{badge}</td>{actions}</tr>')
-    return mark_safe("\n".join(out))
-
-
-class WaterLevelsView(PermissionMixin, TemplateView):
-    """Fleet totals, per-cluster levels and weights with cordon controls, and the charts."""
+class WaterLevelsView(PermissionMixin, TableMixin, TemplateView):
+    """Fleet totals, per-cluster levels and weights with cordon controls, and the charts. The
+    per-cluster table is ``WaterLevelTable`` (``core.tables``: sorted, searched, paged,
+    exported): its rows are the levels ``water`` computed for every cluster (the weights need
+    them all), its cells the ones federation.js updates in place; the charts draw every cluster."""
 
     model = Cluster
     fleet_wide = True  # weights and totals are the fleet's
     template_name = "federation/water_levels.html"
 
+    @cached_property
+    def levels(self) -> dict[str, Any]:
+        levels = water.water_levels()
+        for cluster in levels["clusters"]:
+            cluster["state"] = cordon_state(cluster)
+        return levels
+
+    @cached_property
+    def columns(self) -> list[dict[str, Any]]:
+        """The resources shown: GPU only when some cluster has GPUs (as the charts' keys)."""
+        clusters = self.levels["clusters"]
+        return [{"key": key, "label": label, "unit": unit} for key, label, *_mid, unit in water.RESOURCES
+                if key != "gpu" or any(c["resources"]["gpu"]["allocatable"] for c in clusters)]
+
+    def get_tables(self):
+        return [build_table(self.request, WaterLevelTable, self.levels["clusters"], columns=self.columns,
+                            may_cordon=may(self.request.user, "cordon", Cluster))]
+
     def get_context_data(self, **kwargs):
         hours = chosen_hours(self.request)
-        levels, payload = dashboard(hours, history=None)
+        levels, payload = dashboard(hours, history=None, levels=self.levels)
         keys = payload["keys"]
-        may_cordon = may(self.request.user, "cordon", Cluster)
         cordons = list(Cluster.objects.filter(cordoned=True).order_by("name"))
         totals = []
         for key, label, *_rest in water.RESOURCES:
@@ -710,13 +714,11 @@ class WaterLevelsView(PermissionMixin, TemplateView):
                                "available": number(t["available"]), "width": bar_width(t["deploy_rate"]),
                                "level": level_class(t["deploy_rate"])})
         return super().get_context_data(**kwargs) | {
-            "table_html": water_table_html(levels, keys, may_cordon), "totals": totals, "payload": payload,
+            "totals": totals, "payload": payload,
             "hours": hours, "windows": WINDOWS.items(), "cluster_count": len(levels["clusters"]), "cordons": cordons,
             "ready_count": sum(1 for c in levels["clusters"] if c["ready"]),
-            "may_cordon": may_cordon, "federation_labels": script_labels(),
-            "columns": [{"key": key, "label": label, "unit": unit} for key, label, *_mid, unit in water.RESOURCES
-                        if key in keys],
-            "topics": ["water-levels", "fleet"],
+            "may_cordon": may(self.request.user, "cordon", Cluster), "federation_labels": script_labels(),
+            "columns": self.columns, "topics": ["water-levels", "fleet"],
         }
 
 

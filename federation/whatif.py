@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 from core.errors import Refused
 from kube.limits import deeper_than, too_deep_message
 
@@ -28,13 +30,13 @@ def _policy_spec(policy: str | Mapping[str, Any] | None, namespace: str) -> dict
             raise Refused.from_errors({f"policy.{k}": v for k, v in errors.items()})
         return dict(policy)
     if not policy:
-        raise Refused.from_errors({"policy": "name a propagation policy or give a policy spec"})
+        raise Refused.from_errors({"policy": _("name a propagation policy or give a policy spec")})
     check_policy_namespace(str(policy), namespace, "policy")
-    ns, _, name = str(policy).rpartition("/")
+    ns, _slash, name = str(policy).rpartition("/")
     row = (PropagationPolicy.objects.filter(namespace=ns if "/" in policy else namespace, name=name).first()
            or (None if "/" in policy else PropagationPolicy.objects.filter(namespace="", name=name).first()))
     if row is None:
-        raise Refused.from_errors({"policy": f"no propagation policy named {policy!r}"})
+        raise Refused.from_errors({"policy": _("no propagation policy named %(name)s") % {"name": repr(policy)}})
     return row.spec
 
 

@@ -20,8 +20,8 @@ dns_label = RegexValidator(
 )
 
 
-class WaterLevelFields(models.Model):
-    """Integer totals of the resources people compare; shared by clusters and nodes."""
+class ResourceTotals(models.Model):
+    """Integer totals of the resources people compare: a cluster's, a node's, a water-level point's."""
 
     cpu_allocatable_milli = models.BigIntegerField(default=0)
     cpu_requested_milli = models.BigIntegerField(default=0)
@@ -29,6 +29,14 @@ class WaterLevelFields(models.Model):
     memory_requested_bytes = models.BigIntegerField(default=0)
     gpu_allocatable = models.BigIntegerField(default=0)
     gpu_requested = models.BigIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+class WaterLevelFields(ResourceTotals):
+    """The resource totals and pod counts shared by clusters and nodes."""
+
     pods_allocatable = models.BigIntegerField(default=0)
     pod_count = models.BigIntegerField(default=0)
 

@@ -12,3 +12,8 @@ workloads_changed = Signal()
 #: Sent inside the transaction that cordons, drains or uncordons ``cluster``, so listeners
 #: (the federation scheduler) change what depends on it in the same commit.
 cluster_cordoned = Signal()
+
+#: Sent before finished pods are deleted (``fleet.services.expire_finished_pods``). A receiver
+#: returns the earliest ``finished_at`` it still has to read (None: nothing), and no pod that
+#: finished after it is deleted: quotas' cash budgets accrue the spans of pods since their last pass.
+finished_pods_needed = Signal()

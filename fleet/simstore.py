@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 from .connectors.simulated import Key
 from .models import Cluster, SimulatedObject
 from .simulator import ClusterSpec
@@ -26,11 +28,13 @@ def spec_problems(config: dict[str, Any]) -> list[str]:
     problems = []
     for key, value in config.items():
         if key not in SPEC_TYPES:
-            problems.append(f"{key}: unknown setting (known: {', '.join(SPEC_FIELDS)})")
+            problems.append(_("%(key)s: unknown setting (known: %(known)s)") % {"key": key, "known": ", ".join(SPEC_FIELDS)})
         elif isinstance(value, bool) or not isinstance(value, SPEC_TYPES[key]):
-            problems.append(f"{key}: must be {' or '.join(t.__name__ for t in SPEC_TYPES[key])}")
+            types = " or ".join(t.__name__ for t in SPEC_TYPES[key])
+            problems.append(_("%(key)s: must be %(types)s") % {"key": key, "types": types})
         elif key in LIMITS and not LIMITS[key][0] <= value <= LIMITS[key][1]:
-            problems.append(f"{key}: must be between {LIMITS[key][0]} and {LIMITS[key][1]}")
+            problems.append(_("%(key)s: must be between %(low)s and %(high)s") % {"key": key, "low": LIMITS[key][0],
+                                                                                  "high": LIMITS[key][1]})
     return problems
 
 

@@ -482,7 +482,7 @@ def rollout_of(annotations: Mapping[str, Any], current_hash: str) -> tuple[str, 
 #: database), a function placing replicas of one template (v1 Pod dicts equal but for their
 #: names) one after another, returning the chosen node's name per pod, or None where it fits
 #: nowhere. The scheduling app registers kube-scheduler's cycle under the cluster's policy
-#: (``scheduling.simplacer``) when Django starts: fleet sits below scheduling in the layers, so
+#: (``scheduling.fleet_placer``) when Django starts: fleet sits below scheduling in the layers, so
 #: it is handed the engine rather than importing it.
 PlacementEngine = Callable[[list[Mapping[str, Any]], "str | None"], Callable[[list[Mapping[str, Any]]], "list[str | None]"]]
 _placement_engine: PlacementEngine | None = None
@@ -504,7 +504,7 @@ class Placer:
     def __init__(self, nodes: list[SimNode], cluster: str | None = None) -> None:
         if _placement_engine is None:
             raise RuntimeError("no placement engine registered: the scheduling app registers it when Django starts "
-                               "(or call scheduling.simplacer.register())")
+                               "(or call scheduling.fleet_placer.register())")
         self.nodes = nodes
         usable = [n for n in nodes if n.schedulable and n.ready]
         self._by_name = {n.name: n for n in usable}

@@ -53,10 +53,11 @@ class SyncReport:
 
 def read_cluster(connector: Connector) -> tuple[Snapshot, str, list[str]]:
     """Everything the inventory mirrors, read through the connector."""
-    info = connector.server_info()
-    nodes = connector.list_nodes().items
-    metrics = connector.list("metrics.k8s.io/v1beta1", "NodeMetrics").items if METRICS_RESOURCE in info.api_resources else []
-    snapshot = build_snapshot(nodes, connector.list_pods().items, connector.list_workloads(), metrics)
+    with connector.one_moment():
+        info = connector.server_info()
+        nodes = connector.list_nodes().items
+        metrics = connector.list("metrics.k8s.io/v1beta1", "NodeMetrics").items if METRICS_RESOURCE in info.api_resources else []
+        snapshot = build_snapshot(nodes, connector.list_pods().items, connector.list_workloads(), metrics)
     return snapshot, info.kubernetes_version, list(info.api_resources)
 
 

@@ -141,3 +141,29 @@ class NodeTable(BaseTable):
 
     def value_labels(self, value: dict[str, str]) -> str:
         return ",".join(f"{k}={v}" for k, v in value.items())
+
+
+class NodePodTable(BaseTable):
+    """The pods running on one node, with what they request (rows: ``Pod``; sorted by the
+    requests' numbers, shown as the pod spec wrote them)."""
+
+    pod = tables.Column(verbose_name=_("Pod"), accessor="name", order_by=("namespace", "name"))
+    phase = tables.Column(verbose_name=_("Phase"))
+    cpu = tables.Column(verbose_name="CPU", accessor="requests__cpu", order_by=("cpu_request_milli",), default="0")
+    memory = tables.Column(verbose_name=_("Memory"), accessor="requests__memory", order_by=("memory_request_bytes",),
+                           default="0")
+
+    search_fields = ("namespace", "name", "phase")
+    export_name = "meridian-pods"
+
+    class Meta(BaseTable.Meta):
+        order_by = ("pod",)
+        empty_text = _("No pods.")
+        attrs = {"class": "table", "id": "pod-table"}
+        row_attrs = {"data-pod": lambda record: f"{record.namespace}/{record.name}"}
+
+    def render_pod(self, record) -> str:
+        return f"{record.namespace}/{record.name}"
+
+    def value_pod(self, record) -> str:
+        return f"{record.namespace}/{record.name}"

@@ -7,6 +7,7 @@ import functools
 import logging
 import threading
 import time
+from datetime import timedelta
 
 from celery import shared_task
 from django import db
@@ -28,7 +29,7 @@ from .connectors.base import ConnectorError
 from .informer import ClusterInformers, WatchContext, Watcher, informers_for, start_companions
 from .models import Cluster
 from .queries import fleet_summary
-from .services import connector_for
+from .services import connector_for, expire_finished_pods
 from .sync import mark_unreachable, sync_cluster
 
 logger = logging.getLogger(__name__)
@@ -200,6 +201,12 @@ def _watch_failed(cluster_pk: int, exc: ConnectorError) -> None:
 def _fingerprint(cluster: Cluster) -> str:
     """What the connection depends on: another kubeconfig or setting means other informers."""
     return object_digest([cluster.connector, cluster.connector_config or {}, str(cluster.credentials or "")])
+
+
+@shared_task(name="fleet.expire_pods", ignore_result=True)
+def expire_pods() -> dict:
+    """Beat, hourly: finished pods older than ``MERIDIAN_FINISHED_POD_RETENTION_HOURS`` go."""
+    return {"deleted": expire_finished_pods(timedelta(hours=settings.MERIDIAN_FINISHED_POD_RETENTION_HOURS))}
 
 
 @shared_task(name="fleet.resync_fleet", ignore_result=True, idle=staticmethod(always_idle))

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import F, Value
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -23,7 +24,7 @@ from django.views.generic import DetailView, TemplateView
 from core import concurrency
 from core.errors import Refused
 from core.forms import add_refusal
-from core.tables import TableMixin
+from core.tables import TableMixin, build_table
 from core.views import PermissionMixin, VerbViewMixin
 from kube.labels import SelectorError, parse_selector
 from kube.manifests import dump_documents
@@ -31,10 +32,10 @@ from kube.manifests import dump_documents
 from . import services, webhooks
 from .connectors.base import ConnectorError
 from .forms import CordonForm
-from .models import Cluster, Node
+from .models import Cluster, Node, Pod
 from .queries import cluster_water_levels, fleet_summary, percent
 from .selectors import selector_q
-from .tables import NODE_FIELDS, ClusterTable, NodeTable
+from .tables import NODE_FIELDS, ClusterTable, NodePodTable, NodeTable
 
 
 
@@ -60,10 +61,6 @@ class ClusterDetailView(PermissionMixin, TableMixin, DetailView):
     template_name = "fleet/cluster_detail.html"
     context_object_name = "cluster"
     table_class = NodeTable
-
-    def get(self, request, *args, **kwargs):
-        self.object = self.get_object()
-        return super().get(request, *args, **kwargs)
 
     def get_table_queryset(self):
         nodes = (Node.objects.filter(cluster=self.object).only(*NODE_FIELDS)
@@ -115,21 +112,33 @@ class ClusterCordonView(VerbViewMixin, ClusterDetailView):
         return cluster.get_absolute_url() + "#cordon"
 
 
-class NodeDetailView(PermissionMixin, DetailView):
+class NodeDetailView(PermissionMixin, TableMixin, DetailView):
+    """One node: resources, labels, taints, conditions, CPU topology, and the pods running on
+    it in a table (sorted by namespace and name until the user sorts otherwise)."""
+
     model = Node
     template_name = "fleet/node_detail.html"
     context_object_name = "node"
+    table_class = NodePodTable
 
     def get_object(self, queryset=None):
-        return get_object_or_404(
+        node = get_object_or_404(
             Node.objects.select_related("cluster").annotate(cluster_name=F("cluster__name")),
             cluster__name=self.kwargs["cluster"], name=self.kwargs["name"],
         )
+        if not self.can("view", node):  # as PermissionMixin.get_object: a scoped viewer sees their clusters' nodes only
+            raise PermissionDenied
+        return node
+
+    def get_tables(self):
+        node = self.object
+        pods = (Pod.objects.filter(cluster_id=node.cluster_id, node_name=node.name, finished_at__isnull=True)
+                .only("namespace", "name", "phase", "requests", "cpu_request_milli", "memory_request_bytes"))
+        return [build_table(self.request, NodePodTable, pods, export_name=f"meridian-pods-{node.cluster_name}-{node.name}")]
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         node = self.object
-        context["pods"] = node.cluster.pods.filter(node_name=node.name, finished_at__isnull=True).order_by("namespace", "name")[:200]
         context["cpu_map"] = _cpu_map(node.cpu_topology)
         context["levels"] = {
             "cpu": percent(node.cpu_requested_milli, node.cpu_allocatable_milli),

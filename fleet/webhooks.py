@@ -68,6 +68,7 @@ from urllib.parse import urlsplit
 
 from cryptography import x509
 from django.conf import settings
+from django.utils.translation import gettext as _
 
 from core.audit import record_change
 from core.errors import Refused
@@ -137,31 +138,34 @@ def public_base_url(base_url: str | None = None) -> str:
     when the URL could never work for a webhook (rule 1 of the module docstring)."""
     raw = (base_url or "").strip() or str(getattr(settings, "MERIDIAN_PUBLIC_URL", "") or "").strip()
     if not raw:
-        raise Refused("base_url_required", "Say where member clusters reach Meridian: set MERIDIAN_PUBLIC_URL or pass "
-                                           "base_url, e.g. https://meridian.your-company.net.", field="base_url")
+        raise Refused("base_url_required", _("Say where member clusters reach Meridian: set MERIDIAN_PUBLIC_URL or pass "
+                                             "base_url, e.g. https://meridian.your-company.net."), field="base_url")
     try:
         parts = urlsplit(raw)
         host = (parts.hostname or "").rstrip(".").lower()
         parts.port  # noqa: B018 — a malformed port raises here
     except ValueError as exc:
-        raise Refused("invalid_base_url", f"{raw!r} is not a URL: {exc}.", field="base_url") from exc
+        raise Refused("invalid_base_url", _("%(url)s is not a URL: %(error)s.") % {"url": repr(raw), "error": exc},
+                      field="base_url") from exc
     problem = None
     if parts.scheme != "https":
-        problem = "API servers call admission webhooks over https only; use an https:// URL"
+        problem = _("API servers call admission webhooks over https only; use an https:// URL")
     elif not host:
-        problem = "it names no host"
+        problem = _("it names no host")
     elif parts.username is not None or parts.password is not None:
-        problem = "it must not carry a user name or password"
+        problem = _("it must not carry a user name or password")
     elif parts.netloc.endswith(":"):
-        problem = "its port is empty"
+        problem = _("its port is empty")
     elif parts.query or parts.fragment:
-        problem = "it must not have a query (?) or a fragment (#)"
+        problem = _("it must not have a query (?) or a fragment (#)")
     elif any(host == d or host.endswith("." + d) for d in _PLACEHOLDER_DOMAINS):
-        problem = f"{host} is a placeholder, not Meridian's address; give the URL member clusters really reach"
+        problem = _("%(host)s is a placeholder, not Meridian's address; give the URL member clusters really reach") % {
+            "host": host}
     elif _loopback(host):
-        problem = f"{host} is the API server's own machine, not Meridian; give the URL member clusters really reach"
+        problem = _("%(host)s is the API server's own machine, not Meridian; give the URL member clusters really "
+                    "reach") % {"host": host}
     if problem:
-        raise Refused("invalid_base_url", f"{raw}: {problem}.", field="base_url")
+        raise Refused("invalid_base_url", _("%(url)s: %(problem)s.") % {"url": raw, "problem": problem}, field="base_url")
     return raw.rstrip("/")
 
 
@@ -186,14 +190,15 @@ def ca_bundle_value(ca_bundle: str | None) -> str:
         try:
             pem = base64.b64decode("".join(text.split()), validate=True)
         except (binascii.Error, ValueError) as exc:
-            raise Refused("invalid_ca_bundle", "ca_bundle must be PEM certificates, or their base64 (as caBundle holds "
-                                               "them).", field="ca_bundle") from exc
+            raise Refused("invalid_ca_bundle", _("ca_bundle must be PEM certificates, or their base64 (as caBundle holds "
+                                                 "them)."), field="ca_bundle") from exc
     try:
         certificates = x509.load_pem_x509_certificates(pem)
     except ValueError as exc:
-        raise Refused("invalid_ca_bundle", f"ca_bundle holds no readable PEM certificate: {exc}.", field="ca_bundle") from exc
+        raise Refused("invalid_ca_bundle", _("ca_bundle holds no readable PEM certificate: %(error)s.") % {"error": exc},
+                      field="ca_bundle") from exc
     if not certificates:
-        raise Refused("invalid_ca_bundle", "ca_bundle holds no certificate.", field="ca_bundle")
+        raise Refused("invalid_ca_bundle", _("ca_bundle holds no certificate."), field="ca_bundle")
     return base64.b64encode(pem).decode()
 
 
@@ -269,9 +274,9 @@ def missing_for_apply(*, ca_bundle: str = "") -> dict[str, list[str]]:
     """What a preview lacks before it may be applied (field → why), empty when nothing."""
     if ca_bundle_value(ca_bundle):
         return {}
-    return {"ca_bundle": ["Give the CA bundle (PEM) that signed Meridian's serving certificate: without a caBundle "
-                          "the API server trusts only its system roots, and with failurePolicy Fail a certificate it "
-                          "does not trust refuses every request the webhook is sent."]}
+    return {"ca_bundle": [_("Give the CA bundle (PEM) that signed Meridian's serving certificate: without a caBundle "
+                            "the API server trusts only its system roots, and with failurePolicy Fail a certificate it "
+                            "does not trust refuses every request the webhook is sent.")]}
 
 
 def preview(cluster: Cluster, config: WebhookConfig, *, base_url: str | None = None, ca_bundle: str = "") -> Preview:

@@ -38,12 +38,15 @@ from __future__ import annotations
 import enum
 import functools
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, NamedTuple
 
+from kube.field import FieldError, aggregate, child, go_quote, index
+
 __all__ = [
+    "LABEL_SELECTOR_OPERATORS",
     "Operator",
     "Requirement",
     "Selector",
@@ -52,7 +55,9 @@ __all__ = [
     "TokenKind",
     "is_valid_label_key",
     "is_valid_label_value",
+    "parse_int64",
     "parse_selector",
+    "requirement_errors",
     "selector_from_label_selector",
     "selector_from_set",
     "tokenize",
@@ -206,59 +211,12 @@ def is_valid_label_value(value: object) -> bool:
     return not validate_label_value(value)
 
 
-# ------------------------------------------------------------------ Go-style error text
-
-_GO_ESCAPES = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\a": "\\a",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "\v": "\\v",
-}
-
-
-def _go_quote(text: str) -> str:
-    """``strconv.Quote``, so field errors read exactly like the API server's."""
-    out = ['"']
-    for ch in text:
-        if ch in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[ch])
-        elif ch.isprintable():
-            out.append(ch)
-        elif ord(ch) < 0x80:
-            out.append(f"\\x{ord(ch):02x}")
-        elif ord(ch) < 0x10000:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    out.append('"')
-    return "".join(out)
-
-
-def _go_string_slice(values: Iterable[str]) -> str:
-    return "[]string{" + ", ".join(_go_quote(v) for v in values) + "}"
-
-
-def _join_path(path: str, child: str) -> str:
-    return f"{path}.{child}" if path else child
-
-
-def _aggregate(messages: list[str]) -> str:
-    """``field.ErrorList.ToAggregate().Error()``: duplicates dropped, several in brackets."""
-    unique = list(dict.fromkeys(messages))
-    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
-
-
 _INT64_RE = re.compile(r"[+-]?[0-9]+")
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 
 
-def _parse_int64(text: object) -> int | None:
+def parse_int64(text: object) -> int | None:
     """``strconv.ParseInt(text, 10, 64)``; Python's ``int()`` would also take spaces, ``_`` and non-ASCII digits."""
     if text.__class__ is not str or not _INT64_RE.fullmatch(text):  # type: ignore[arg-type]
         return None
@@ -266,37 +224,40 @@ def _parse_int64(text: object) -> int | None:
     return number if _INT64_MIN <= number <= _INT64_MAX else None
 
 
-def _requirement_errors(key: str, op: Operator, values: tuple[str, ...], path: str = "") -> list[str]:
-    """Every complaint upstream ``NewRequirement`` would make, in its order and wording."""
+def requirement_errors(key: object, op: Operator, values: Sequence[str], path: str = "") -> list[FieldError]:
+    """Every complaint upstream ``NewRequirement(key, op, values)`` would make, in its order and
+    wording, with ``values`` in the order given (error indices point into it).  Empty = valid."""
     errors = []
     key_errors = validate_label_key(key)
     if key_errors:
-        errors.append(f"{_join_path(path, 'key')}: Invalid value: {_go_quote(key)}: {'; '.join(key_errors)}")
-    values_path = _join_path(path, "values")
-    bad_set = f"{values_path}: Invalid value: {_go_string_slice(values)}"
+        errors.append(FieldError.invalid(child(path, "key"), key, "; ".join(key_errors)))
+    values_path = child(path, "values")
     if op in (Operator.IN, Operator.NOT_IN):
         if not values:
-            errors.append(f"{bad_set}: for 'in', 'notin' operators, values set can't be empty")
+            errors.append(FieldError.invalid(values_path, list(values), "for 'in', 'notin' operators, values set can't be empty"))
     elif op in (Operator.EQUALS, Operator.DOUBLE_EQUALS, Operator.NOT_EQUALS):
         if len(values) != 1:
-            errors.append(f"{bad_set}: exact-match compatibility requires one single value")
+            errors.append(FieldError.invalid(values_path, list(values), "exact-match compatibility requires one single value"))
     elif op in (Operator.EXISTS, Operator.DOES_NOT_EXIST):
         if values:
-            errors.append(f"{bad_set}: values set must be empty for exists and does not exist")
+            errors.append(FieldError.invalid(values_path, list(values), "values set must be empty for exists and does not exist"))
     else:
         if len(values) != 1:
-            errors.append(f"{bad_set}: for 'Gt', 'Lt' operators, exactly one value is required")
+            errors.append(FieldError.invalid(values_path, list(values), "for 'Gt', 'Lt' operators, exactly one value is required"))
         for i, value in enumerate(values):
-            if _parse_int64(value) is None:
-                errors.append(
-                    f"{values_path}[{i}]: Invalid value: {_go_quote(value)}: "
-                    "for 'Gt', 'Lt' operators, the value must be an integer"
-                )
+            if parse_int64(value) is None:
+                errors.append(FieldError.invalid(index(values_path, i), value, "for 'Gt', 'Lt' operators, the value must be an integer"))
     for i, value in enumerate(values):
         value_errors = validate_label_value(value)
         if value_errors:
-            errors.append(f"{values_path}[{i}][{key}]: Invalid value: {_go_quote(value)}: {'; '.join(value_errors)}")
+            errors.append(FieldError.invalid(f"{index(values_path, i)}[{key}]", value, "; ".join(value_errors)))
     return errors
+
+
+def _requirement_message(key: str, op: Operator, values: tuple[str, ...], path: str = "") -> str | None:
+    """``NewRequirement``'s aggregated error text, or None when the requirement is valid."""
+    errors = requirement_errors(key, op, values, path)
+    return aggregate(errors) if errors else None
 
 
 # ----------------------------------------------------------------------- requirements
@@ -319,7 +280,7 @@ def _compile_membership(key: str, values: tuple[str, ...], negate: bool) -> _Che
 
 def _compile_comparison(key: str, bound: int, greater: bool) -> _Check:
     def check(labels: Mapping[str, str]) -> bool:
-        number = _parse_int64(labels.get(key))
+        number = parse_int64(labels.get(key))
         if number is None:
             return False
         return number > bound if greater else number < bound
@@ -337,7 +298,7 @@ def _compile(key: str, op: Operator, values: tuple[str, ...]) -> _Check:
         return lambda labels: key in labels
     if op is Operator.DOES_NOT_EXIST:
         return lambda labels: key not in labels
-    bound = _parse_int64(values[0])
+    bound = parse_int64(values[0])
     assert bound is not None
     return _compile_comparison(key, bound, greater=op is Operator.GREATER_THAN)
 
@@ -345,19 +306,19 @@ def _compile(key: str, op: Operator, values: tuple[str, ...]) -> _Check:
 def _coerce_operator(operator: object, path: str = "") -> Operator:
     found = _OPERATOR_BY_VALUE.get(operator) if isinstance(operator, str) else None
     if found is None:
-        supported = ", ".join(_go_quote(op.value) for op in _ALL_OPERATORS)
-        shown = _go_quote(operator) if isinstance(operator, str) else repr(operator)
-        raise SelectorError(f"{_join_path(path, 'operator')}: Unsupported value: {shown}: supported values: {supported}")
+        supported = ", ".join(go_quote(op.value) for op in _ALL_OPERATORS)
+        shown = go_quote(operator) if isinstance(operator, str) else repr(operator)
+        raise SelectorError(f"{child(path, 'operator')}: Unsupported value: {shown}: supported values: {supported}")
     return found
 
 
 def _coerce_values(values: object, path: str = "") -> tuple[str, ...]:
     if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
-        raise SelectorError(f"{_join_path(path, 'values')}: must be a list of strings, not {type(values).__name__}")
+        raise SelectorError(f"{child(path, 'values')}: must be a list of strings, not {type(values).__name__}")
     items = tuple(values)
     for i, item in enumerate(items):
         if not isinstance(item, str):
-            raise SelectorError(f"{_join_path(path, 'values')}[{i}]: must be a string, not {type(item).__name__}")
+            raise SelectorError(f"{child(path, 'values')}[{i}]: must be a string, not {type(item).__name__}")
     return tuple(sorted(items))
 
 
@@ -379,9 +340,9 @@ class Requirement:
             raise SelectorError(f"key: must be a string, not {type(self.key).__name__}")
         op = _coerce_operator(self.operator)
         values = _coerce_values(self.values)
-        errors = _requirement_errors(self.key, op, values)
-        if errors:
-            raise SelectorError(_aggregate(errors))
+        message = _requirement_message(self.key, op, values)
+        if message is not None:
+            raise SelectorError(message)
         object.__setattr__(self, "operator", op)
         object.__setattr__(self, "values", values)
         object.__setattr__(self, "_check", _compile(self.key, op, values))
@@ -420,12 +381,12 @@ class Requirement:
 def _new_requirement(key: object, operator: object, values: object, path: str = "", position: int | None = None) -> Requirement:
     """``NewRequirement`` with a field path, for errors that must say which input was wrong."""
     if not isinstance(key, str):
-        raise SelectorError(f"{_join_path(path, 'key')}: must be a string, not {type(key).__name__}", position)
+        raise SelectorError(f"{child(path, 'key')}: must be a string, not {type(key).__name__}", position)
     op = _coerce_operator(operator, path)
     coerced = _coerce_values(values, path)
-    errors = _requirement_errors(key, op, coerced, path)
-    if errors:
-        raise SelectorError(_aggregate(errors), position, key)
+    message = _requirement_message(key, op, coerced, path)
+    if message is not None:
+        raise SelectorError(message, position, key)
     return Requirement._trusted(key, op, coerced)
 
 
@@ -795,7 +756,7 @@ class _Parser:
         errors = validate_label_key(token.literal)
         if errors:
             raise SelectorError(
-                f"key: Invalid value: {_go_quote(token.literal)}: {'; '.join(errors)}", token.position, token.literal
+                f"key: Invalid value: {go_quote(token.literal)}: {'; '.join(errors)}", token.position, token.literal
             )
         if operator is None and self.peek().kind in _REQUIREMENT_END:
             operator = Operator.EXISTS
@@ -868,7 +829,7 @@ def _empty_value(where: Token) -> Token:
 
 
 def _bad_value(operator: Operator, value: str) -> bool:
-    if operator in (Operator.GREATER_THAN, Operator.LESS_THAN) and _parse_int64(value) is None:
+    if operator in (Operator.GREATER_THAN, Operator.LESS_THAN) and parse_int64(value) is None:
         return True
     return bool(validate_label_value(value))
 
@@ -897,7 +858,8 @@ def parse_selector(text: str) -> Selector:
 
 # ------------------------------------------------------------------ structured inputs
 
-_LABEL_SELECTOR_OPERATORS = {
+#: ``metav1.LabelSelectorOperator`` → selection operator (``matchExpressions`` of a LabelSelector).
+LABEL_SELECTOR_OPERATORS = {
     "In": Operator.IN,
     "NotIn": Operator.NOT_IN,
     "Exists": Operator.EXISTS,
@@ -930,9 +892,9 @@ def _expression_list(obj: object) -> list[Mapping[str, Any]]:
 
 def _expression_requirement(expr: Mapping[str, Any], path: str) -> Requirement:
     operator = expr.get("operator")
-    op = _LABEL_SELECTOR_OPERATORS.get(operator) if isinstance(operator, str) else None
+    op = LABEL_SELECTOR_OPERATORS.get(operator) if isinstance(operator, str) else None
     if op is None:
-        shown = _go_quote(operator) if isinstance(operator, str) else repr(operator)
+        shown = go_quote(operator) if isinstance(operator, str) else repr(operator)
         raise SelectorError(f"{shown} is not a valid label selector operator")
     values = expr.get("values")
     return _new_requirement(expr.get("key"), op, () if values is None else values, path)

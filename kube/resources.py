@@ -374,6 +374,21 @@ def _apply_pod_level(totals: ResourceList, resources: Mapping[str, Any], field: 
             totals[name] = amount
 
 
+def _pod_totals(pod: Mapping[str, Any], field: str, pod_level_when: tuple[str, ...], skip_pod_level_resources: bool,
+                use_status_resources: bool) -> tuple[ResourceList, Mapping[str, Any]]:
+    """The containers' ``field`` totals, replaced by pod-level resources where the pod names
+    one in any of ``pod_level_when`` (upstream: requests for PodRequests, either for PodLimits);
+    and the pod's spec."""
+    pod = _pod(pod)
+    totals = _container_totals(pod, field, use_status_resources)
+    spec = _section(pod, "spec")
+    resources = _mapping(spec.get("resources"), "spec.resources")
+    if not skip_pod_level_resources and resources is not None and any(
+            _names_pod_level_resource(resources, name) for name in pod_level_when):
+        _apply_pod_level(totals, resources, field)
+    return totals, spec
+
+
 def pod_requests(
     pod: Mapping[str, Any],
     *,
@@ -382,12 +397,7 @@ def pod_requests(
     use_status_resources: bool = False,
 ) -> ResourceList:
     """What the scheduler reserves for the pod (upstream ``PodRequests``)."""
-    pod = _pod(pod)
-    totals = _container_totals(pod, "requests", use_status_resources)
-    spec = _section(pod, "spec")
-    resources = _mapping(spec.get("resources"), "spec.resources")
-    if not skip_pod_level_resources and resources is not None and _names_pod_level_resource(resources, "requests"):
-        _apply_pod_level(totals, resources, "requests")
+    totals, spec = _pod_totals(pod, "requests", ("requests",), skip_pod_level_resources, use_status_resources)
     if not exclude_overhead:
         _add_into(totals, _resource_list(spec.get("overhead"), "spec.overhead"))
     return totals
@@ -401,16 +411,7 @@ def pod_limits(
     use_status_resources: bool = False,
 ) -> ResourceList:
     """The pod's effective limits (upstream ``PodLimits``); an absent resource is unlimited."""
-    pod = _pod(pod)
-    totals = _container_totals(pod, "limits", use_status_resources)
-    spec = _section(pod, "spec")
-    resources = _mapping(spec.get("resources"), "spec.resources")
-    if (
-        not skip_pod_level_resources
-        and resources is not None
-        and (_names_pod_level_resource(resources, "requests") or _names_pod_level_resource(resources, "limits"))
-    ):
-        _apply_pod_level(totals, resources, "limits")
+    totals, spec = _pod_totals(pod, "limits", ("requests", "limits"), skip_pod_level_resources, use_status_resources)
     if not exclude_overhead:
         for name, amount in (_resource_list(spec.get("overhead"), "spec.overhead") or {}).items():
             current = totals.get(name)

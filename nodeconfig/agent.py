@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from core import live
 from core.errors import Refused
@@ -60,20 +61,20 @@ def effective_config(node: Node) -> tuple[dict[str, Any], str]:
 def parse_report(body: Any) -> tuple[dict[str, str], dict[str, str]]:
     """``{"applied": {type: hash}, "errors": {type: message}}``, both optional."""
     if not isinstance(body, Mapping):
-        raise Refused("invalid", "The report must be a JSON object.", field="non_field_errors")
+        raise Refused("invalid", _("The report must be a JSON object."), field="non_field_errors")
     unknown = set(body) - {"applied", "errors"}
     if unknown:
-        raise Refused("invalid", "Unknown field; a report has only 'applied' and 'errors'.", field=sorted(unknown)[0])
+        raise Refused("invalid", _("Unknown field; a report has only 'applied' and 'errors'."), field=sorted(unknown)[0])
     parts = []
     for name in ("applied", "errors"):
         value = body.get(name) or {}
         if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-            raise Refused("invalid", "Must be an object of config type name to string.", field=name)
+            raise Refused("invalid", _("Must be an object of config type name to string."), field=name)
         parts.append(dict(value))
     applied, errors = parts
     for kind, digest in applied.items():
         if len(digest) > 64:
-            raise Refused("invalid", f"{kind}: a hash is at most 64 characters.", field="applied")
+            raise Refused("invalid", _("%(type)s: a hash is at most 64 characters.") % {"type": kind}, field="applied")
     return applied, errors
 
 
@@ -87,7 +88,7 @@ def record_reports(cluster: Cluster, reports: Mapping[str, tuple[dict[str, str],
     type_ids = {t.name: t.pk for t in _types()}
     unknown = {kind for applied, errors in reports.values() for kind in (*applied, *errors)} - set(type_ids)
     if unknown:
-        raise Refused("invalid", f"Unknown config type {sorted(unknown)[0]!r}.", field="applied")
+        raise Refused("invalid", _("Unknown config type %(name)s.") % {"name": repr(sorted(unknown)[0])}, field="applied")
     changed: list[NodeConfig] = []
     names = list(reports)
     with transaction.atomic():

@@ -1,7 +1,12 @@
+"""Node config's filters: the API's lists, and a target's node table on its page."""
+
 from __future__ import annotations
+
+from typing import Any
 
 import django_filters
 from django.db.models import F, Q
+from django.utils.translation import gettext_lazy as _
 
 from .models import ConfigTarget, NodeConfig
 
@@ -51,3 +56,25 @@ class NodeConfigFilterSet(django_filters.FilterSet):
 
     def filter_state(self, queryset, name, value):
         return queryset.filter(STATE_Q[value])
+
+
+class TargetNodeFilterSet(django_filters.FilterSet):
+    """A target's node table (its page): by acknowledgement state relative to the target (a
+    node still on an older revision is held back) and by cluster. A state that is none of
+    them is a form error, not a 500."""
+
+    STATES = [("applied", _("Applied")), ("failed", _("Failed")), ("pending", _("Pending")), ("held", _("Held"))]
+
+    state = django_filters.ChoiceFilter(choices=STATES, method="filter_state", label=_("State"), empty_label=_("Any state"))
+    cluster = django_filters.CharFilter(field_name="cluster__name", max_length=63, label=_("Cluster"))
+
+    class Meta:
+        model = NodeConfig
+        fields = ["state", "cluster"]
+
+    def __init__(self, *args: Any, target: ConfigTarget, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.target = target
+
+    def filter_state(self, queryset, name, value):
+        return queryset.filter(node_state_q(self.target, value))

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from django import forms
+from django.forms.models import ModelChoiceIterator
 from django.utils.translation import gettext_lazy as _
 
 from core import concurrency
-from core.forms import BlockFieldsForm, PastedField, VersionField
+from core.forms import BlockFieldsForm, PastedField, QuickSelect, VersionField, reason_field
+from core.forms import RollbackForm as BaseRollbackForm
 from fleet.models import Cluster
 
 from .models import ConfigRevision, ConfigTarget, ConfigType
@@ -32,12 +35,25 @@ def parse_node_names(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for n in re.split(r"[\s,]+", text or "") if n))
 
 
+class _ClusterNames(ModelChoiceIterator):
+    """The choices as names read in one query, not 500 whole clusters (their JSON fields decoded)."""
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        if self.field.empty_label is not None:
+            yield ("", self.field.empty_label)
+        for name in self.queryset.values_list("name", flat=True):
+            yield (name, name)
+
+
 class ClusterChoiceField(forms.ModelChoiceField):
     """A member cluster by name; empty means the whole fleet."""
 
+    iterator = _ClusterNames
+
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("empty_label", _("Whole fleet"))
-        super().__init__(queryset=Cluster.objects.order_by("name"), to_field_name="name", required=False, **kwargs)
+        super().__init__(queryset=Cluster.objects.order_by("name"), to_field_name="name", required=False,
+                         widget=QuickSelect, **kwargs)
 
 
 class TargetForm(BlockFieldsForm):
@@ -113,24 +129,11 @@ def initial_for(target: ConfigTarget) -> dict[str, Any]:
     }
 
 
-class ReasonForm(BlockFieldsForm):
-    """A write that must say why (delete, restore): the reason lands in the revision and the audit log."""
+class RollbackForm(BaseRollbackForm):
+    """A node config revision is also named by its config's hash."""
 
-    reason = forms.CharField(max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
-    version = VersionField()
-
-
-class RollbackForm(BlockFieldsForm):
-    revision = forms.TypedChoiceField(coerce=int, label=_("Revision"))
-    reason = forms.CharField(max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
-    version = VersionField()
-
-    def __init__(self, *args: Any, revisions: list[ConfigRevision] = (), **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["revision"].choices = [
-            (r.number, f"r{r.number} · {r.get_action_display()} · {r.config_hash}")
-            for r in revisions if r.action != ConfigRevision.Action.DELETE and r.action != ConfigRevision.Action.RESTORE
-        ]
+    def revision_label(self, revision: ConfigRevision) -> str:
+        return f"{super().revision_label(revision)} · {revision.config_hash}"
 
 
 class RolloutForm(BlockFieldsForm):
@@ -140,18 +143,8 @@ class RolloutForm(BlockFieldsForm):
                ("promote", _("Promote (release all)"))]
 
     action = forms.ChoiceField(choices=ACTIONS)
-    reason = forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 40}))
+    reason = reason_field()
     version = VersionField()
-
-
-class NodeFilterForm(BlockFieldsForm):
-    """The node table of a target: by acknowledgement state and cluster."""
-
-    STATES = [("", _("Any state")), ("applied", _("Applied")), ("failed", _("Failed")), ("pending", _("Pending")),
-              ("held", _("Held"))]
-
-    state = forms.ChoiceField(choices=STATES, required=False, label=_("State"))
-    cluster = forms.CharField(required=False, max_length=63, label=_("Cluster"))
 
 
 class EmergencyForm(BlockFieldsForm):
@@ -213,4 +206,4 @@ class ImportForm(BlockFieldsForm):
     yaml = forms.CharField(max_length=5_000_000, label=_("Upstream YAML"),
                            widget=forms.Textarea(attrs={"rows": 20, "spellcheck": "false", "class": "code"}),
                            help_text=_("One or more config.katalyst.kubewharf.io objects, separated by ---."))
-    reason = forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
+    reason = reason_field()

@@ -45,7 +45,7 @@ class NodeMatch:
 
 
 @lru_cache(maxsize=8192)
-def _selector(text: str) -> Selector:
+def cached_selector(text: str) -> Selector:
     return parse_selector(text)
 
 
@@ -116,7 +116,7 @@ class TargetIndex:
             ref = target.ref
             if ref.node_names and node_name not in ref.node_names:
                 continue
-            if ref.node_label_selector and not _selector(ref.node_label_selector).matches(labels):
+            if ref.node_label_selector and not cached_selector(ref.node_label_selector).matches(labels):
                 continue
             return target.id
         return None
@@ -124,7 +124,7 @@ class TargetIndex:
 
 def _index_entry(selector_text: str) -> tuple[str, tuple[str, ...]] | None:
     """The equality requirement a node must meet for this selector to match, if any."""
-    for requirement in _selector(selector_text).requirements:
+    for requirement in cached_selector(selector_text).requirements:
         if requirement.operator in EQUALITY:
             return requirement.key, tuple(requirement.values)
     return None

@@ -340,11 +340,11 @@ def reconcile_nodes(node_ids: Sequence[int]) -> list[ReconcileReport]:
 
 def match_preview(config_type: ConfigType, spec, *, limit: int = 50) -> dict[str, Any]:
     """Nodes ``spec`` would match on its own now (selector, names and scope), with a sample."""
-    from .planning import _selector
+    from .planning import cached_selector
 
     q = candidate_q(spec.cluster, spec.node_label_selector, spec.node_names)
     matched, sample = 0, []
-    selector = _selector(spec.node_label_selector) if spec.node_label_selector else None
+    selector = cached_selector(spec.node_label_selector) if spec.node_label_selector else None
     for cluster_name, name, labels in Node.objects.filter(q).order_by("name").values_list("cluster__name", "name", "labels").iterator(chunk_size=BATCH):
         if selector is not None and not selector.matches(node_labels_with_cluster(labels or {}, cluster_name)):
             continue

@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from core import concurrency, jobs, revisions
 from core.audit import record_change, snapshot
@@ -106,24 +107,27 @@ def check_spec(config_type: ConfigType, spec: TargetSpec, *, emergency: bool = F
     type's other targets, which must not change until this write commits.
     """
     if not NAME_PATTERN.match(spec.name or ""):
-        raise Refused("invalid_name", "Name must be a DNS subdomain: lowercase letters, digits, '-' and '.'.", field="name")
+        raise Refused("invalid_name", _("Name must be a DNS subdomain: lowercase letters, digits, '-' and '.'."), field="name")
     if spec.cluster and not Cluster.objects.filter(name=spec.cluster).exists():
-        raise Refused("unknown_cluster", f"There is no member cluster named {spec.cluster!r}.", field="cluster")
+        raise Refused("unknown_cluster", _("There is no member cluster named %(name)s.") % {"name": repr(spec.cluster)},
+                      field="cluster")
     if not isinstance(spec.config, Mapping):
-        raise Refused("config_invalid", "config must be a JSON object.", field="config")
+        raise Refused("config_invalid", _("config must be a JSON object."), field="config")
     if spec.last_duration:
         try:
             if parse_go_duration(spec.last_duration).total_seconds() <= 0:
-                raise ValueError("must be positive")
+                raise ValueError(_("must be positive"))
         except ValueError as exc:
-            raise Refused("last_duration_invalid", f"lastDuration {spec.last_duration!r}: {exc}", field="last_duration") from exc
+            raise Refused("last_duration_invalid", _("lastDuration %(value)s: %(problem)s") % {
+                "value": repr(spec.last_duration), "problem": exc}, field="last_duration") from exc
     if spec.wave_size:
         try:
             parse_wave_size(spec.wave_size)
         except ValueError as exc:
             raise Refused("wave_size_invalid", str(exc), field="wave_size") from exc
     if not 0 <= spec.failure_threshold_percent <= 100:
-        raise Refused("failure_threshold_invalid", "failure threshold must be 0–100 percent.", field="failure_threshold_percent")
+        raise Refused("failure_threshold_invalid", _("failure threshold must be 0–100 percent."),
+                      field="failure_threshold_percent")
     problems = problems_for(config_type, spec, emergency=emergency)
     if problems:
         raise Refused(problems[0].reason, problems[0].message, field=REASON_FIELDS.get(problems[0].reason))
@@ -137,7 +141,7 @@ def check_config(config_type: ConfigType, config: Mapping[str, Any]) -> None:
     if errors:
         error = errors[0]
         where = ".".join(str(p) for p in error.absolute_path) or "config"
-        raise Refused("config_invalid", f"{where}: {error.message}", field="config")
+        raise Refused("config_invalid", _("%(path)s: %(error)s") % {"path": where, "error": error.message}, field="config")
 
 
 # ---------------------------------------------------------------------------- targets
@@ -172,7 +176,7 @@ def _apply_spec(target: ConfigTarget, spec: TargetSpec, now: datetime) -> None:
     target.valid, target.status_reason, target.status_message = True, "", ""
 
 
-def _revise(target: ConfigTarget, action: str, reason: str, *, rollback_of: int | None = None) -> ConfigRevision:
+def revise(target: ConfigTarget, action: str, reason: str, *, rollback_of: int | None = None) -> ConfigRevision:
     revision = revisions.write_revision(
         target.revisions.all(), owner=target, owner_field="target", action=action, reason=reason, rollback_of=rollback_of,
         cluster_name=target.cluster.name if target.cluster else "", node_label_selector=target.node_label_selector,
@@ -197,12 +201,13 @@ def save_target(config_type: ConfigType, spec: TargetSpec, *, reason: str = "", 
         target = ConfigTarget.objects.select_for_update(no_key=True).filter(config_type=config_type, name=spec.name).first()
         created = target is None or target.deleted
         if target is not None and not target.deleted and expect_new:
-            raise Refused("already_exists", f"A {config_type.name} target named {spec.name!r} already exists.", field="name")
+            raise Refused("already_exists", _("A %(type)s target named %(name)s already exists.") % {
+                "type": config_type.name, "name": repr(spec.name)}, field="name")
         if target is not None:
             concurrency.check(target)
             if target.emergency and not target.deleted and not emergency:
-                raise Refused("emergency", f"{target} is an emergency downgrade: its scope and body are fixed; "
-                                           "restore it and start another one instead.")
+                raise Refused("emergency", _("%(target)s is an emergency downgrade: its scope and body are fixed; "
+                                             "restore it and start another one instead.") % {"target": target})
         check_spec(config_type, spec, emergency=emergency)
         if target is not None and not created and _same_spec(target, spec):
             return target, False
@@ -212,7 +217,7 @@ def save_target(config_type: ConfigType, spec: TargetSpec, *, reason: str = "", 
         target.deleted = False
         _apply_spec(target, spec, now)
         target.save()
-        _revise(target, ConfigRevision.Action.CREATE if created else ConfigRevision.Action.UPDATE, reason)
+        revise(target, ConfigRevision.Action.CREATE if created else ConfigRevision.Action.UPDATE, reason)
         record_change(target, "create" if before is None else "update", before=before, after=snapshot(target), reason=reason)
         schedule_reconcile(target)
     return target, created
@@ -246,11 +251,11 @@ def delete_target(target: ConfigTarget, *, reason: str = "", action: str = Confi
             return None
         concurrency.check(locked)
         if locked.emergency and action != ConfigRevision.Action.RESTORE:
-            raise Refused("emergency", "An emergency downgrade is ended with Restore, not deleted.")
+            raise Refused("emergency", _("An emergency downgrade is ended with Restore, not deleted."))
         before = snapshot(locked)
         locked.deleted = True
         locked.rollout_state = ConfigTarget.RolloutState.COMPLETE
-        _revise(locked, action, reason)
+        revise(locked, action, reason)
         record_change(locked, "delete", verb="restore" if action == ConfigRevision.Action.RESTORE else "", before=before, reason=reason)
         job = schedule_reconcile(locked)
     target.refresh_from_db()
@@ -272,7 +277,7 @@ def rollback_target(target: ConfigTarget, number: int, *, reason: str) -> Config
         before = snapshot(locked)
         locked.deleted = False
         _apply_spec(locked, spec, timezone.now())
-        revision = _revise(locked, ConfigRevision.Action.ROLLBACK, reason, rollback_of=number)
+        revision = revise(locked, ConfigRevision.Action.ROLLBACK, reason, rollback_of=number)
         record_change(locked, "update", verb="rollback", before=before, after=snapshot(locked), reason=reason)
         schedule_reconcile(locked)
     target.refresh_from_db()
@@ -313,7 +318,8 @@ def canonical_selector(selector: str) -> str:
     try:
         parsed = parse_selector(selector)
     except SelectorError as exc:
-        raise Refused("selector_parse_failed", f"The label selector does not parse: {exc}", field="selector") from exc
+        raise Refused("selector_parse_failed", _("The label selector does not parse: %(error)s") % {"error": exc},
+                      field="selector") from exc
     parts = set()
     for req in parsed.requirements:
         values = sorted(set(req.values))
@@ -343,7 +349,8 @@ def emergency_name(cluster: str | None, selector: str) -> str:
 def emergency_type() -> ConfigType:
     config_type = ConfigType.objects.filter(name=EMERGENCY_TYPE).first()
     if config_type is None:
-        raise Refused("unknown_type", f"Config type {EMERGENCY_TYPE} is not registered; run migrate to restore it.")
+        raise Refused("unknown_type", _("Config type %(type)s is not registered; run migrate to restore it.") % {
+            "type": EMERGENCY_TYPE})
     return config_type
 
 
@@ -359,7 +366,7 @@ def emergency_downgrade(*, cluster: str | None, selector: str, reason: str) -> t
     downgrade. Returns (target, created, delivery job).
     """
     if not reason.strip():
-        raise Refused("reason_required", "An emergency downgrade needs a reason.", field="reason")
+        raise Refused("reason_required", _("An emergency downgrade needs a reason."), field="reason")
     config_type = emergency_type()
     selector = canonical_selector(selector) if selector.strip() else ""
     spec = TargetSpec(name=emergency_name(cluster, selector), cluster=cluster, node_label_selector=selector,
@@ -382,9 +389,9 @@ def emergency_downgrade(*, cluster: str | None, selector: str, reason: str) -> t
 def restore_downgrade(target: ConfigTarget, *, reason: str) -> Job | None:
     """End a downgrade: nodes return to exactly what they ran before it (delivered by a job)."""
     if not target.emergency:
-        raise Refused("not_emergency", f"{target} is not an emergency downgrade.")
+        raise Refused("not_emergency", _("%(target)s is not an emergency downgrade.") % {"target": target})
     if not reason.strip():
-        raise Refused("reason_required", "Say why the downgrade ends.", field="reason")
+        raise Refused("reason_required", _("Say why the downgrade ends."), field="reason")
     return delete_target(target, reason=reason, action=ConfigRevision.Action.RESTORE)
 
 
@@ -417,29 +424,30 @@ def config_type_errors(values: Mapping[str, Any], instance: ConfigType | None) -
     errors: dict[str, str] = {}
     name = values.get("name", instance.name if instance else "")
     if instance is not None and "name" in values and values["name"] != instance.name:
-        errors["name"] = "A config type's name is its kind and cannot change; register a new type instead."
+        errors["name"] = _("A config type's name is its kind and cannot change; register a new type instead.")
     elif not isinstance(name, str) or not KIND_PATTERN.match(name):
-        errors["name"] = "Must be a Kubernetes kind: a capital letter, then letters and digits (at most 63)."
-    for field, pattern, what in (("group", GROUP_PATTERN, "a DNS subdomain such as config.katalyst.kubewharf.io"),
-                                 ("version", VERSION_PATTERN, "a Kubernetes API version such as v1alpha1"),
-                                 ("resource", RESOURCE_PATTERN, "a lowercase plural resource name such as adminqosconfigurations")):
+        errors["name"] = _("Must be a Kubernetes kind: a capital letter, then letters and digits (at most 63).")
+    for field, pattern, message in (
+            ("group", GROUP_PATTERN, _("Must be a DNS subdomain such as config.katalyst.kubewharf.io.")),
+            ("version", VERSION_PATTERN, _("Must be a Kubernetes API version such as v1alpha1.")),
+            ("resource", RESOURCE_PATTERN, _("Must be a lowercase plural resource name such as adminqosconfigurations."))):
         value = values.get(field, getattr(instance, field) if instance is not None else _field_default(field))
         if not isinstance(value, str) or len(value) > 253 or not pattern.match(value):
-            errors[field] = f"Must be {what}."
+            errors[field] = message
     errors.update(_allowed_keys_errors(values.get("allowed_keys", getattr(instance, "allowed_keys", []))))
     schema = values.get("schema", getattr(instance, "schema", None))
     default = values.get("default_config", getattr(instance, "default_config", {}))
     if not isinstance(default, Mapping):
-        errors["default_config"] = "Must be a JSON object."
+        errors["default_config"] = _("Must be a JSON object.")
     if schema not in (None, {}):
         try:
             jsonschema.Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as exc:
-            errors["schema"] = f"Not a valid JSON schema: {exc.message}"
+            errors["schema"] = _("Not a valid JSON schema: %(error)s") % {"error": exc.message}
         else:
             problems = list(jsonschema.Draft202012Validator(schema).iter_errors(default or {}))
             if problems and "default_config" not in errors:
-                errors["default_config"] = f"Does not satisfy the schema: {problems[0].message}"
+                errors["default_config"] = _("Does not satisfy the schema: %(error)s") % {"error": problems[0].message}
     return errors
 
 
@@ -451,17 +459,17 @@ def _field_default(field: str) -> Any:
 
 def _allowed_keys_errors(entries: Any) -> dict[str, str]:
     if not isinstance(entries, list):
-        return {"allowed_keys": "Must be a list of {priority, keyList}."}
+        return {"allowed_keys": _("Must be a list of {priority, keyList}.")}
     seen: set[int] = set()
     for i, entry in enumerate(entries):
         if not isinstance(entry, Mapping) or not isinstance(entry.get("priority", 0), int) \
                 or not isinstance(entry.get("keyList", []), list):
-            return {f"allowed_keys[{i}]": "Must be {\"priority\": <integer>, \"keyList\": [<label key>, ...]}."}
+            return {f"allowed_keys[{i}]": _("Must be {\"priority\": <integer>, \"keyList\": [<label key>, ...]}.")}
         if entry.get("priority", 0) in seen:
-            return {f"allowed_keys[{i}].priority": "Each priority may appear once."}
+            return {f"allowed_keys[{i}].priority": _("Each priority may appear once.")}
         seen.add(entry.get("priority", 0))
         for key in entry.get("keyList", []):
-            problems = validate_label_key(key) if isinstance(key, str) else ["must be a string"]
+            problems = validate_label_key(key) if isinstance(key, str) else [_("must be a string")]
             if problems:
                 return {f"allowed_keys[{i}].keyList": f"{key!r}: {problems[0]}"}
     return {}
@@ -490,7 +498,8 @@ def save_config_type(values: Mapping[str, Any], *, instance: ConfigType | None =
             with transaction.atomic():
                 config_type.save()
         except IntegrityError as exc:
-            raise Refused("already_exists", f"A config type named {config_type.name!r} already exists.", field="name") from exc
+            raise Refused("already_exists", _("A config type named %(name)s already exists.") % {"name": repr(config_type.name)},
+                          field="name") from exc
         record_change(config_type, "create" if before is None else "update", before=before, after=snapshot(config_type))
         if before is not None:
             _revalidate(config_type)
@@ -503,12 +512,12 @@ def save_config_type(values: Mapping[str, Any], *, instance: ConfigType | None =
 def delete_config_type(config_type: ConfigType) -> None:
     """Only a type without live targets goes; the emergency downgrade's type never does."""
     if config_type.name == EMERGENCY_TYPE:
-        raise Refused("in_use", f"{config_type} carries the emergency downgrade and cannot be deleted.")
+        raise Refused("in_use", _("%(type)s carries the emergency downgrade and cannot be deleted.") % {"type": config_type})
     with transaction.atomic():
         locked = ConfigType.objects.select_for_update(no_key=True).get(pk=config_type.pk)
         concurrency.check(locked)
         if locked.targets.filter(deleted=False).exists():
-            raise Refused("in_use", f"{locked} still has targets; delete them first.")
+            raise Refused("in_use", _("%(type)s still has targets; delete them first.") % {"type": locked})
         record_change(locked, "delete", before=snapshot(locked))
         locked.targets.all().delete()
         locked.delete()
@@ -565,15 +574,15 @@ def import_manifests(text: str, *, reason: str = "") -> list[tuple[ConfigTarget,
     try:
         objects = manifests.load_documents(text)
         if not objects:
-            raise manifests.ManifestError("yaml", "no objects found")
+            raise manifests.ManifestError("yaml", _("no objects found"))
         results = []
         with transaction.atomic():
             for i, obj in enumerate(objects):
                 fields = manifests.target_fields(obj)
                 config_type = ConfigType.objects.filter(name=fields["type"]).first()
                 if config_type is None:
-                    raise Refused("unknown_type", f"object {i + 1}: config type {fields['type']!r} is not registered.",
-                                  field="yaml")
+                    raise Refused("unknown_type", _("object %(number)s: config type %(type)s is not registered.") % {
+                        "number": i + 1, "type": repr(fields["type"])}, field="yaml")
                 spec = TargetSpec(name=fields["name"], cluster=fields["cluster"],
                                   node_label_selector=fields["node_label_selector"], priority=fields["priority"],
                                   node_names=tuple(fields["node_names"]), last_duration=fields["last_duration"],

@@ -7,8 +7,9 @@ import json
 import django_tables2 as tables
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils.http import urlencode
 from django.utils.html import format_html
+from django.utils.http import urlencode
+from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
@@ -40,7 +41,7 @@ class ConfigTypeTable(BaseTable):
     def render_name(self, record):
         if not record.description:
             return format_html("<strong>{}</strong>", record.name)
-        return format_html('<strong>{}</strong><div class="muted small">{}</div>', record.name, record.description)
+        return format_html('<strong>{}</strong><div class="muted small" translate="no">{}</div>', record.name, record.description)
 
     def value_name(self, record) -> str:
         return record.name
@@ -172,3 +173,76 @@ class ConfigTargetTable(BaseTable):
 
     def value_rollout_state(self, record) -> str:
         return record.rollout_state + (" (paused)" if record.paused else "")
+
+
+#: A node's acknowledgement state as its badge says it (the export keeps the plain value).
+NODE_STATE_LABELS = {"applied": _("applied"), "failed": _("failed"), "pending": _("pending"), "held": _("held")}
+
+
+def node_state(row, target) -> str:
+    """A node's acknowledgement of ``target``: its row's state while it runs the target's current
+    revision (directly, or under an emergency override), else held back (``filtersets.STATE_Q``)."""
+    on_current = row.revision_id == target.revision_id or (
+        not target.emergency and row.base_revision_id == target.revision_id)
+    return row.state if on_current and row.state != "none" else "held"
+
+
+class TargetNodeTable(BaseTable):
+    """One target's nodes and what their agents acknowledged (rows: ``NodeConfig`` with node,
+    cluster, revision and target selected). The state is relative to the target (``target``):
+    a row still on an older revision is held back. Rows keep ``data-state`` for the page."""
+
+    node = tables.Column(verbose_name=_("Node"), accessor="node__name", order_by=("node__name", "node_id"),
+                         linkify=lambda record: reverse("nodeconfig:node-config", args=[record.cluster.name, record.node.name]))
+    cluster = tables.Column(verbose_name=_("Cluster"), accessor="cluster__name")
+    revision = tables.Column(verbose_name=_("Revision"), accessor="revision__number", empty_values=())
+    config_hash = tables.Column(verbose_name=_("Hash"))
+    state = tables.Column(verbose_name=_("State"), accessor="pk", orderable=False)
+    applied_hash = tables.Column(verbose_name=_("Applied hash"))
+    error = tables.Column(verbose_name=_("Error"), attrs={"td": {"class": "error small"}})
+    reported_at = tables.DateTimeColumn(verbose_name=_("Reported"), format="Y-m-d H:i:s")
+
+    search_fields = ("node__name",)
+    export_name = "meridian-target-nodes"
+
+    class Meta(BaseTable.Meta):
+        order_by = ("node",)
+        empty_text = _("No nodes.")
+        attrs = {"class": "table", "id": "node-table"}
+        row_attrs = {"data-state": lambda table, record: node_state(record, table.target)}
+
+    def __init__(self, *args, target, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.target = target
+
+    def render_revision(self, record):
+        if record.revision is None:
+            return "—"
+        if record.target_id == self.target.pk or record.target is None:
+            return f"r{record.revision.number}"
+        return format_html('r{} <span class="muted small">({})</span>', record.revision.number, record.target.name)
+
+    def value_revision(self, record):
+        return record.revision.number if record.revision is not None else ""
+
+    def render_config_hash(self, value: str):
+        return format_html("<code>{}</code>", value)
+
+    def render_state(self, record):
+        state = node_state(record, self.target)
+        return format_html('<span class="badge nc-node-state {}">{}</span>', state, NODE_STATE_LABELS[state])
+
+    def value_state(self, record) -> str:
+        return node_state(record, self.target)
+
+    def render_applied_hash(self, value: str):
+        return format_html("<code>{}</code>", value)
+
+    def render_error(self, value: str) -> str:
+        return Truncator(value).chars(200)
+
+    def value_error(self, value: str) -> str:
+        return value
+
+    def value_reported_at(self, value) -> str:
+        return value.isoformat() if value else ""

@@ -27,28 +27,25 @@ from django.views.generic import DetailView, FormView, TemplateView
 
 from core import concurrency
 from core.errors import Refused
-from core.forms import add_refusal
+from core.forms import ReasonForm, add_refusal
 from core.permissions import may, may_any_or_role, restrict
-from core.tables import TableMixin, query_param
+from core.tables import TableMixin, build_table, query_param
 from core.views import PermissionMixin, RevisionDiffMixin, VerbViewMixin
 from fleet.models import Cluster, Node
 
 from . import rollout, services
 from .agent import effective_config
-from .filtersets import node_state_q
+from .filtersets import TargetNodeFilterSet
 from .forms import (
     EmergencyForm,
     ImportForm,
-    NodeFilterForm,
-    ReasonForm,
     RollbackForm,
     RolloutForm,
     TargetForm,
 )
 from .models import ConfigTarget, ConfigType, NodeConfig
-from .tables import ConfigTargetTable, ConfigTypeTable
+from .tables import ConfigTargetTable, ConfigTypeTable, TargetNodeTable
 
-NODE_PAGE = 100
 SEGMENTS = ("applied", "failed", "pending", "held")
 
 
@@ -162,8 +159,9 @@ class ConfigTypeListView(PermissionMixin, TableMixin, TemplateView):
 
 # ---------------------------------------------------------------------------- one target
 
-class TargetDetailView(RevisionDiffMixin, PermissionMixin, DetailView):
-    """Spec, status, live progress, history with diff, the write forms, and the node table."""
+class TargetDetailView(RevisionDiffMixin, PermissionMixin, TableMixin, DetailView):
+    """Spec, status, live progress, history with diff, the write forms, and the node table
+    (``core.tables``: sorted, searched, paged, exported; its filters a FilterSet)."""
 
     model = ConfigTarget
     template_name = "nodeconfig/target_detail.html"
@@ -184,7 +182,8 @@ class TargetDetailView(RevisionDiffMixin, PermissionMixin, DetailView):
             manifest_url=reverse("nodeconfig-api:configtarget-manifest", args=[target.pk]),
             topics=[f"nodeconfig-target-{target.pk}"],
             **self.diff_context(revisions),
-            **self.node_context(target),
+            node_filter=self.filterset.form,
+            clusters=restrict(Cluster.objects.order_by("name"), self.request.user).values_list("name", flat=True),
         )
         for key, form in self.write_forms(target, revisions).items():
             context.setdefault(key, form)  # an action view passes its bound form instead
@@ -206,35 +205,16 @@ class TargetDetailView(RevisionDiffMixin, PermissionMixin, DetailView):
         forms["can_edit"] = self.can("change", target) and live and not target.emergency
         return forms
 
-    def node_context(self, target: ConfigTarget) -> dict[str, Any]:
-        """One keyset page (by node name, then id) of this target's node config rows."""
-        form = NodeFilterForm(self.request.GET)
+    def get_tables(self):
+        """One table of the target's node config rows (by node name until the user sorts
+        otherwise), narrowed by the state and cluster filters (``TargetNodeFilterSet``)."""
+        target = self.object
         rows = (NodeConfig.objects.filter(Q(matched_target=target) | Q(target=target))
-                .select_related("node", "cluster", "revision", "target").order_by("node__name", "node_id"))
-        if form.is_valid():
-            if form.cleaned_data["state"]:
-                rows = rows.filter(node_state_q(target, form.cleaned_data["state"]))
-            if form.cleaned_data["cluster"]:
-                rows = rows.filter(cluster__name=form.cleaned_data["cluster"])
-        after, after_id = self.request.GET.get("after", ""), self.request.GET.get("after_id", "")
-        if after and after_id.isdigit():
-            rows = rows.filter(Q(node__name__gt=after) | Q(node__name=after, node_id__gt=int(after_id)))
-        page = list(rows[: NODE_PAGE + 1])
-        for row in page[:NODE_PAGE]:
-            on_current = row.revision_id == target.revision_id or (
-                not target.emergency and row.base_revision_id == target.revision_id)
-            row.display_state = row.state if on_current and row.state != "none" else "held"
-        last = page[NODE_PAGE - 1] if len(page) > NODE_PAGE else None
-        query = self.request.GET.copy()
-        for key in ("after", "after_id"):
-            query.pop(key, None)
-        if last is not None:
-            query["after"], query["after_id"] = last.node.name, str(last.node_id)
-        return {
-            "node_filter": form, "node_rows": page[:NODE_PAGE], "paged": bool(after),
-            "next_query": query.urlencode() if last is not None else None,
-            "clusters": restrict(Cluster.objects.order_by("name"), self.request.user).values_list("name", flat=True),
-        }
+                .select_related("node", "cluster", "revision", "target"))
+        self.filterset = TargetNodeFilterSet(self.request.GET, queryset=rows, target=target)
+        shown = self.filterset.qs if self.filterset.is_valid() else rows.none()
+        return [build_table(self.request, TargetNodeTable, shown, target=target, filterset=self.filterset,
+                            export_name=f"meridian-target-{target.pk}-nodes")]
 
 
 class TargetVerbView(VerbViewMixin, TargetDetailView):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 from core.documents import Document, DocumentKind, Rendered, only_fields, register
 from core.errors import Refused
 
@@ -28,9 +30,9 @@ def _normalize(document: Document, live: QuotaGroup | None) -> dict[str, Any]:
     only_fields(document, FIELDS, required=("hard",))
     parent, owners = document.spec.get("parent") or None, document.spec.get("owners") or []
     if parent is not None and not isinstance(parent, str):
-        raise Refused("invalid", "The parent is a quota group's name.", field="parent")
+        raise Refused("invalid", _("The parent is a quota group's name."), field="parent")
     if not isinstance(owners, list) or not all(isinstance(o, str) for o in owners):
-        raise Refused("invalid", "Owners are a list of usernames.", field="owners")
+        raise Refused("invalid", _("Owners are a list of usernames."), field="owners")
     return {"parent": parent, "hard": services.canonical_hard(document.spec.get("hard")), "owners": sorted(set(owners))}
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from core.forms import BlockFieldsForm, PastedField, VersionField
+from core.forms import BlockFieldsForm, PastedField, VersionField, reason_field
 
 #: ``key: quantity`` or ``key=quantity``; the value may be quoted as YAML would allow.
 RESOURCE_LINE = re.compile(r"""^(?P<key>[^\s:=]+)\s*[:=]\s*(?P<q>["']?)(?P<value>[^\s"']+)(?P=q)\s*$""")
@@ -65,11 +65,6 @@ class ResourceLinesField(forms.CharField):
 
     def clean(self, value: Any) -> dict[str, str]:
         return parse_resource_lines(super().clean(value))
-
-
-def reason_field() -> forms.CharField:
-    return forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 40}),
-                           help_text=_("Why you make this change; kept in the audit log."))
 
 
 class GroupCreateForm(BlockFieldsForm):

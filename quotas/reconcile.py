@@ -234,6 +234,11 @@ def _cash_groups() -> list[QuotaGroup]:
     return [g for g in QuotaGroup.objects.order_by("pk") if any(acc.cash_base(k) for k in g.hard)]
 
 
+def cash_accrued_until() -> datetime | None:
+    """The earliest moment a cash budget has not accrued past (None: no cash budgets)."""
+    return min((g.last_reconcile_time or g.created for g in _cash_groups()), default=None)
+
+
 def _pod_spans(group: QuotaGroup, since: datetime, until: datetime, cache: ChargeCache) -> list[acc.PodSpan]:
     """The pods of the group's charged workloads that held resources at some point in [since, until)."""
     keys = set(QuotaCharge.objects.filter(group=group).values_list("cluster_id", "namespace", "kind", "name"))

@@ -17,6 +17,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext as _
 
 from core import concurrency, revisions
 from core.audit import record_change
@@ -35,7 +36,7 @@ def _parse_hard(hard: Any) -> acc.ResourceList:
     except acc.QuotaSpecError as exc:
         raise Refused("invalid_hard", exc.message, field=exc.field) from exc
     if not parsed_hard:  # a group that limits nothing would admit everything: the page, the API and a form post alike
-        raise Refused("hard_required", "Name at least one resource and its quantity, e.g. limits.cpu: 10.", field="hard")
+        raise Refused("hard_required", _("Name at least one resource and its quantity, e.g. limits.cpu: 10."), field="hard")
     return parsed_hard
 
 
@@ -73,7 +74,7 @@ def _users(usernames: Sequence[str] | None) -> list[Any] | None:
     users = list(get_user_model().objects.filter(username__in=list(usernames)))
     missing = sorted(set(usernames) - {u.username for u in users})
     if missing:
-        raise Refused("unknown_owner", f"No user named {missing[0]!r}.", field="owners")
+        raise Refused("unknown_owner", _("No user named %(name)s.") % {"name": repr(missing[0])}, field="owners")
     return users
 
 
@@ -89,7 +90,8 @@ def create_group(*, name: str, parent: str | None, hard: Any, description: str =
             if parent:
                 parent_row = lock([parent]).get(parent)
                 if parent_row is None:
-                    raise Refused("unknown_parent", f'The parent quota group "{parent}" does not exist.', field="parent")
+                    raise Refused("unknown_parent", _('The parent quota group "%(name)s" does not exist.') % {"name": parent},
+                                  field="parent")
                 try:
                     acc.validate_child_hard(parent_row.name, parsed(parent_row.hard), parsed(parent_row.used), new_hard)
                 except acc.TreeError as exc:
@@ -106,7 +108,7 @@ def create_group(*, name: str, parent: str | None, hard: Any, description: str =
             record_change(group, "create", after=_audit(group), reason=reason)
             _revise(group, QuotaGroupRevision.Action.CREATE, reason)
     except IntegrityError as exc:
-        raise Refused("exists", f'A quota group named "{name}" already exists.', field="name") from exc
+        raise Refused("exists", _('A quota group named "%(name)s" already exists.') % {"name": name}, field="name") from exc
     return group
 
 
@@ -118,14 +120,14 @@ def update_group(group: QuotaGroup, *, hard: Any = None, description: str | None
     shrink below what is in use is allowed; admissions then fail until usage drops).
     """
     if parent is not ... and (parent or None) != (group.parent.name if group.parent_id else None):
-        raise Refused("immutable_parent", "A quota group's parent cannot change; create a new group instead.", field="parent")
+        raise Refused("immutable_parent", _("A quota group's parent cannot change; create a new group instead."), field="parent")
     new_hard = _parse_hard(hard) if hard is not None else None
     users = _users(owners)
     with transaction.atomic():
         locked = lock([group.parent_id, group.pk], by="pk")
         row = locked.get(group.pk)
         if row is None:
-            raise Refused("gone", f'The quota group "{group.name}" no longer exists.')
+            raise Refused("gone", _('The quota group "%(name)s" no longer exists.') % {"name": group.name})
         concurrency.check(row)
         parent_row = locked.get(row.parent_id)
         before = _audit(row)
@@ -167,7 +169,8 @@ def rollback_group(group: QuotaGroup, number: int, *, reason: str) -> QuotaGroup
                                   rollback_of=number)
     latest = row.revisions.order_by("-number").first()
     if latest is None or latest.rollback_of != number:
-        raise Refused("unchanged", f"Revision {number} is what {group} is now; nothing to restore.", field="revision")
+        raise Refused("unchanged", _("Revision %(number)s is what %(group)s is now; nothing to restore.") % {
+            "number": number, "group": group}, field="revision")
     return latest
 
 
@@ -180,7 +183,8 @@ def delete_group(group: QuotaGroup, *, reason: str = "") -> None:
             return
         concurrency.check(row)
         if QuotaGroup.objects.filter(parent=row).exists():
-            raise Refused("not_leaf", f'"{row.name}" has child groups; delete them first (only leaves can be deleted).')
+            raise Refused("not_leaf", _('"%(name)s" has child groups; delete them first (only leaves can be deleted).') % {
+                "name": row.name})
         before = _audit(row)
         record_change(row, "delete", before=before, reason=reason)
         row.delete()
@@ -192,16 +196,16 @@ def delete_group(group: QuotaGroup, *, reason: str = "") -> None:
 def move_quota(source: QuotaGroup, target: QuotaGroup, amount: Any, *, reason: str = "") -> tuple[QuotaGroup, QuotaGroup]:
     """Move part of one group's hard to a sibling in one transaction (the parent's used is unchanged)."""
     if source.pk == target.pk:
-        raise Refused("same_group", "Choose two different sibling groups.", field="target")
+        raise Refused("same_group", _("Choose two different sibling groups."), field="target")
     if source.parent_id != target.parent_id:
-        raise Refused("not_siblings", f'"{source.name}" and "{target.name}" are not siblings; quota moves only between siblings.',
-                           field="target")
+        raise Refused("not_siblings", _('"%(source)s" and "%(target)s" are not siblings; quota moves only between siblings.')
+                      % {"source": source.name, "target": target.name}, field="target")
     try:
         moved = acc.parse_hard(amount)
     except acc.QuotaSpecError as exc:  # the same rules as hard, about the amount
         raise Refused("invalid_amount", exc.message, field="amount" + exc.field.removeprefix("hard")) from exc
     if not moved:
-        raise Refused("amount", "Name at least one resource to move.", field="amount")
+        raise Refused("amount", _("Name at least one resource to move."), field="amount")
     with transaction.atomic():
         locked = lock([source.pk, target.pk], by="pk")
         src, dst = locked[source.pk], locked[target.pk]

@@ -16,14 +16,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property, lru_cache
+from functools import cached_property
 from html import escape
 from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Page, Paginator
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
@@ -39,14 +38,15 @@ from core.forms import add_refusal
 from core.permissions import may, may_any, restrict
 from core.tables import TableMixin, build_table
 from core.views import PermissionMixin, VerbViewMixin
-from kube.quantity import Quantity, QuantityError, sum_quantities
-
 from fleet.forms import WebhookConfigurationForm
 from fleet.models import Cluster
 from fleet.views import WebhookPageMixin
+from kube.quantity import Quantity, sum_quantities
 
 from . import accounting as acc
 from . import services, webhook
+from .display import bar_html, is_binary, number, percent, readable
+from .filtersets import QuotaChargeFilterSet
 from .forms import (
     CheckForm,
     DeleteForm,
@@ -56,43 +56,16 @@ from .forms import (
     ResizeForm,
     resource_lines,
 )
-from .display import is_binary, readable
 from .models import CashSample, QuotaCharge, QuotaGroup, QuotaGroupRevision
-from .tables import QuotaGroupTable
+from .tables import ChildGroupTable, QuotaChargeTable, QuotaGroupTable
 
 DEFAULT_KEY = "limits.cpu"
-WORKLOAD_PAGE = 50
 HISTORY_ROWS = 50
 #: Tree levels open by default in the nested list (deeper levels are one click away).
 OPEN_DEPTH = 1
 
 
 # ---------------------------------------------------------------------------- quantities
-
-@lru_cache(maxsize=4096)
-def number(text: str | None) -> float | None:
-    """A stored quantity as a float for charts and ratios (display keeps the canonical string)."""
-    if text is None:
-        return None
-    try:
-        return float(Quantity.parse(str(text)).as_decimal())
-    except (QuantityError, ValueError):
-        return None
-
-
-def ratio(used: float | None, hard: float | None) -> float | None:
-    """used/hard; a key with no hard but some usage counts as over (2), none at all as unknown."""
-    if hard is None:
-        return None
-    if hard <= 0:
-        return 2.0 if (used or 0) > 0 else 0.0
-    return (used or 0.0) / hard
-
-
-def percent(value: float | None) -> str:
-    """A bar width for an inline style: unlocalized, capped at 100."""
-    return f"{min(max(value or 0.0, 0.0), 1.0) * 100:.1f}"
-
 
 def script_labels() -> dict[str, str]:
     """What quotas.js prints, in the user's language."""
@@ -197,21 +170,6 @@ def tree_payload(nodes: Sequence[TreeNode], keys: Sequence[str], key: str | None
             "detailUrl": reverse("quotas:group-detail", args=["__name__"])}
 
 
-def bar_html(used_text: str | None, hard_text: str | None, key: str = "") -> str:
-    """A compact used/hard bar and its numbers; red at or above hard.
-
-    The bar is an empty span, so assistive technology reads the numbers next to it; 5,000
-    of these are on the index, hence no wrapper or attribute that is not needed.
-    """
-    if hard_text is None:
-        return '<span class="qt-num muted">—</span>'
-    value = ratio(number(used_text), number(hard_text)) or 0.0
-    level = ' class="hot"' if value >= 1 else (' class="warm"' if value >= 0.8 else "")
-    binary = is_binary(key)
-    return (f'<span class="qt-bar"><span{level} style="width:{percent(value)}%"></span></span>'
-            f'<span class="qt-num">{escape(readable(used_text or "0", binary))} / {escape(readable(hard_text, binary))}</span>')
-
-
 def tree_html(roots: Sequence[TreeNode], key: str | None) -> SafeString:
     """The nested list, server-side so it works without JS; built in Python because a template
     loop over 5,000 groups would eat the page's time budget. Every value is escaped."""
@@ -308,22 +266,9 @@ def resource_rows(group: QuotaGroup, children_hard: Sequence[Mapping[str, str]])
 
 
 def children_rows(group: QuotaGroup) -> list[dict[str, Any]]:
-    keys = sorted(group.hard)
-    rows = QuotaGroup.objects.filter(parent=group).order_by("name").values_list("name", "description", "hard", "used")
-    return [{"name": name, "description": description, "hard": hard,
-             "bars": [{"key": k, "html": mark_safe(bar_html(used.get(k), hard.get(k), k))} for k in keys]}  # noqa: S308
-            for name, description, hard, used in rows]
-
-
-def charges_page(group: QuotaGroup, number_text: str | None) -> Page:
-    """The group's workloads, most recent first, 50 a page; each with its charge on the group's keys."""
-    charges = QuotaCharge.objects.filter(group=group).select_related("cluster").order_by("-admitted_at", "-pk")
-    page = Paginator(charges, WORKLOAD_PAGE).get_page(number_text)
-    keys = list(group.hard)
-    for charge in page.object_list:
-        tracked = acc.canonical(acc.tracked(services.parsed(charge.charge), keys))
-        charge.summary = ", ".join(f"{k} {tracked[k]}" for k in sorted(tracked))
-    return page
+    """Every child's name and hard (what the resource rows add up; the children's table pages)."""
+    rows = QuotaGroup.objects.filter(parent=group).order_by("name").values_list("name", "hard")
+    return [{"name": name, "hard": hard} for name, hard in rows]
 
 
 def history(group: QuotaGroup) -> list[QuotaGroupRevision]:
@@ -381,15 +326,35 @@ def burn_points(samples: Sequence[tuple[datetime, dict, dict]], key: str) -> lis
             for time, used, burned in samples if key in burned or key in used]
 
 
-class GroupDetailView(PermissionMixin, DetailView):
+class GroupDetailView(PermissionMixin, TableMixin, DetailView):
     """A group: breadcrumbs, per-resource bars, children, owners, workloads, cash burn-down,
-    history, and only the write forms this user may use."""
+    history, and only the write forms this user may use. Children and workloads are tables
+    (``core.tables``, parameters ``children-…`` and ``workloads-…``); the workloads' filters are
+    ``QuotaChargeFilterSet``. Whoever may view the group sees all its workloads (its owners
+    hold no role on charges), so they are not restricted again."""
 
     model = QuotaGroup
     template_name = "quotas/group_detail.html"
     context_object_name = "group"
     slug_field = slug_url_kwarg = "name"
     queryset = QuotaGroup.objects.select_related("parent")
+
+    def get_tables(self):
+        group = self.object
+        keys = sorted(group.hard)
+        children = QuotaGroup.objects.filter(parent=group).only("name", "description", "hard", "used")
+        charges = (QuotaCharge.objects.filter(group=group).select_related("cluster")
+                   .only("cluster__name", "namespace", "kind", "name", "replicas", "hpa_max_replicas", "charge", "source",
+                         "observed", "admitted_at")
+                   .order_by("-admitted_at", "-pk"))
+        self.filterset = QuotaChargeFilterSet(self.request.GET, queryset=charges, prefix="workloads")
+        shown = self.filterset.qs if self.filterset.is_valid() else charges.none()
+        return [
+            build_table(self.request, QuotaChargeTable, shown, prefix="workloads-", restricted=True, filterset=self.filterset,
+                        keys=keys, export_name=f"meridian-quota-workloads-{group.name}"),
+            build_table(self.request, ChildGroupTable, children, prefix="children-", restricted=True, keys=keys,
+                        export_name=f"meridian-quota-children-{group.name}"),
+        ]
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -399,7 +364,7 @@ class GroupDetailView(PermissionMixin, DetailView):
             ancestors=ancestors(group), children=children,
             resources=resource_rows(group, [c["hard"] for c in children]),
             owners=list(group.owners.order_by("username").values_list("username", flat=True)),
-            workloads=charges_page(group, self.request.GET.get("page")),
+            workloads_table=self.tables[0], children_table=self.tables[1], workload_filter=self.filterset.form,
             cash=cash_chart(group), history=history(group), topics=["quotas"], quota_labels=script_labels(),
         )
         context["over_hard"] = any(r["over"] and not r["cash"] for r in context["resources"])

@@ -12,7 +12,8 @@ so a pod that passes here is not refused later by the API server for its affinit
 Meridian is stricter than upstream in three places, because its affinity comes from
 rendered templates and a bad argument should be caught at admission, not show up as a pod
 that never schedules: node selector ``values`` must be valid label values, ``Gt``/``Lt``
-values must be integers, and unknown fields are refused (``Forbidden: unknown field``)
+values must be integers the scheduler can parse (64-bit, ``kube.labels.parse_int64``), and
+unknown fields are refused (``Forbidden: unknown field``)
 rather than dropped. Types are checked too (a number where a string belongs is an
 ``Invalid value``), since the input is JSON-like data, not a decoded Go struct.
 
@@ -47,11 +48,12 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kube.labels import validate_label_key, validate_label_value
+from kube.labels import LABEL_SELECTOR_OPERATORS, parse_int64, validate_label_key, validate_label_value
+from kube.nodeaffinity import FIELD_SELECTOR_OPERATORS, NODE_NAME_FIELD, NODE_SELECTOR_OPERATORS, is_empty_term
 
 __all__ = [
     "AFFINITY_KINDS",
@@ -73,11 +75,8 @@ PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 #: Upper bound on required node selector terms after a cross product.
 MAX_NODE_SELECTOR_TERMS = 64
 
-_NODE_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
-_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_INT64 = re.compile(r"[+-]?[0-9]+")
 
 class _Omitted:
     """No bad value to print (``field.Required``/``Forbidden`` carry none)."""
@@ -272,26 +271,7 @@ class _Validator:
             self.field_requirement(requirement, f"{fields_path}[{i}]")
 
     def node_requirement(self, value: Any, path: str) -> None:
-        requirement = self.mapping(value, path, ("key", "operator", "values"))
-        if requirement is None:
-            return
-        values_path = _child(path, "values")
-        values = self.items(requirement.get("values"), values_path)
-        operator = requirement.get("operator", "")
-        if self.string(operator, _child(path, "operator")):
-            if operator in ("In", "NotIn") and not values:
-                self.required(values_path, "must be specified when `operator` is 'In' or 'NotIn'")
-            elif operator in ("Exists", "DoesNotExist") and values:
-                self.forbidden(values_path, "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
-            elif operator in ("Gt", "Lt") and len(values) != 1:
-                self.required(values_path, "must be specified single value when `operator` is 'Lt' or 'Gt'")
-            elif operator not in _NODE_OPERATORS:
-                self.invalid(_child(path, "operator"), operator, "not a valid selector operator")
-        self.label_name(requirement.get("key", ""), _child(path, "key"))
-        for i, item in self.strings(values, values_path):
-            self.label_value(item, f"{values_path}[{i}]")
-            if operator in ("Gt", "Lt") and not _INT64.fullmatch(item):
-                self.invalid(f"{values_path}[{i}]", item, "must be an integer when `operator` is 'Lt' or 'Gt'")
+        self.requirement(value, path, NODE_SELECTOR_OPERATORS)
 
     def field_requirement(self, value: Any, path: str) -> None:
         requirement = self.mapping(value, path, ("key", "operator", "values"))
@@ -301,14 +281,14 @@ class _Validator:
         values = self.items(requirement.get("values"), values_path)
         operator = requirement.get("operator", "")
         if self.string(operator, _child(path, "operator")):
-            if operator in ("In", "NotIn"):
+            if operator in FIELD_SELECTOR_OPERATORS:
                 if len(values) != 1:
                     self.required(values_path,
                                   "must be only one value when `operator` is 'In' or 'NotIn' for node field selector")
             else:
                 self.invalid(_child(path, "operator"), operator, "not a valid selector operator")
         key = requirement.get("key", "")
-        if self.string(key, _child(path, "key")) and key != "metadata.name":
+        if self.string(key, _child(path, "key")) and key != NODE_NAME_FIELD:
             self.invalid(_child(path, "key"), key, "not a valid field selector key")
         for i, item in self.strings(values, values_path):
             for message in dns1123_subdomain_errors(item):
@@ -379,45 +359,57 @@ class _Validator:
             self.selector_requirement(requirement, f"{expressions_path}[{i}]")
 
     def selector_requirement(self, value: Any, path: str) -> None:
+        self.requirement(value, path, LABEL_SELECTOR_OPERATORS)
+
+    def requirement(self, value: Any, path: str, operators: Collection[str]) -> None:
+        """A node selector requirement (``operators`` with Gt and Lt) or a label selector's:
+        upstream's two validations, which differ only there."""
         requirement = self.mapping(value, path, ("key", "operator", "values"))
         if requirement is None:
             return
         values_path = _child(path, "values")
         values = self.items(requirement.get("values"), values_path)
         operator = requirement.get("operator", "")
+        numeric = operator in ("Gt", "Lt") and operator in operators
         if self.string(operator, _child(path, "operator")):
             if operator in ("In", "NotIn") and not values:
                 self.required(values_path, "must be specified when `operator` is 'In' or 'NotIn'")
             elif operator in ("Exists", "DoesNotExist") and values:
                 self.forbidden(values_path, "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
-            elif operator not in _SELECTOR_OPERATORS:
+            elif numeric and len(values) != 1:
+                self.required(values_path, "must be specified single value when `operator` is 'Lt' or 'Gt'")
+            elif operator not in operators:
                 self.invalid(_child(path, "operator"), operator, "not a valid selector operator")
         self.label_name(requirement.get("key", ""), _child(path, "key"))
         for i, item in self.strings(values, values_path):
             self.label_value(item, f"{values_path}[{i}]")
+            if numeric and parse_int64(item) is None:
+                self.invalid(f"{values_path}[{i}]", item, "must be an integer when `operator` is 'Lt' or 'Gt'")
+
+
+def _errors(check: Callable[[_Validator, Any, str], None], value: Any, path: str,
+            deferred: Callable[[Any], bool]) -> list[FieldError]:
+    """The field errors ``check`` finds in ``value`` at ``path``."""
+    validator = _Validator(deferred)
+    check(validator, value, path)
+    return validator.errors
 
 
 def validate_node_affinity(value: Any, path: str = "spec.affinity.nodeAffinity", *,
                            deferred: Callable[[Any], bool] = _never) -> list[FieldError]:
     """Field errors of a v1 ``NodeAffinity`` (empty when valid)."""
-    validator = _Validator(deferred)
-    validator.node_affinity(value, path)
-    return validator.errors
+    return _errors(_Validator.node_affinity, value, path, deferred)
 
 
 def validate_pod_affinity(value: Any, path: str = "spec.affinity.podAffinity", *,
                           deferred: Callable[[Any], bool] = _never) -> list[FieldError]:
     """Field errors of a v1 ``PodAffinity`` or ``PodAntiAffinity`` (the two share one schema)."""
-    validator = _Validator(deferred)
-    validator.pod_affinity(value, path)
-    return validator.errors
+    return _errors(_Validator.pod_affinity, value, path, deferred)
 
 
 def validate_label_selector(value: Any, path: str, *, deferred: Callable[[Any], bool] = _never) -> list[FieldError]:
     """Field errors of a ``metav1.LabelSelector`` (``ValidateLabelSelector``); None is valid (absent)."""
-    validator = _Validator(deferred)
-    validator.label_selector(value, path)
-    return validator.errors
+    return _errors(_Validator.label_selector, value, path, deferred)
 
 
 def validate_affinity(value: Any, path: str = "spec.affinity", *,
@@ -454,15 +446,10 @@ def _parts(term: Mapping[str, Any], name: str) -> list[Any]:
     return list(value) if isinstance(value, list) else []
 
 
-def _is_empty_term(term: Mapping[str, Any]) -> bool:
-    """An empty node selector term matches no node (component-helpers ``nodeSelectorTerm.match``)."""
-    return not _parts(term, "matchExpressions") and not _parts(term, "matchFields")
-
-
 def _contains(pod_term: Mapping[str, Any], template_term: Mapping[str, Any]) -> bool:
     """Every requirement of ``template_term`` is in ``pod_term``, so pod_term implies it."""
-    if _is_empty_term(template_term):
-        return _is_empty_term(pod_term)
+    if is_empty_term(template_term):
+        return is_empty_term(pod_term)
     return all(any(r == o for o in _parts(pod_term, name)) for name in ("matchExpressions", "matchFields")
                for r in _parts(template_term, name))
 
@@ -491,7 +478,7 @@ def _and_required(pod: Any, template: Mapping[str, Any], path: str, max_terms: i
     combined: list[dict[str, Any]] = []
     for p in pod_terms:
         for t in template_terms:
-            if _is_empty_term(p) or _is_empty_term(t):
+            if is_empty_term(p) or is_empty_term(t):
                 continue
             term = _both(p, t)
             if term not in combined:

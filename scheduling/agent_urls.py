@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import cpu_agent_views
+from .cpu import agent_views as cpu_agent_views
 
 urlpatterns = [
     path("clusters/<str:cluster>/nodes/<str:node>/cpuset", cpu_agent_views.node_cpuset, name="agent-node-cpuset"),

@@ -20,7 +20,7 @@ class SchedulingConfig(AppConfig):
         from core.events import register_topic_kind
         from core.roles import grant_to_operators
 
-        from . import podscheduler, simplacer
+        from . import fleet_placer, podscheduler
         from .admission import forget_version
         from .documents import register_documents
         from .models import SchedulingPolicy
@@ -32,7 +32,7 @@ class SchedulingConfig(AppConfig):
                              for verb in ("add", "change", "delete", "rollback")))
         register_topic_kind("scheduling", model=SchedulingPolicy)
         post_migrate.connect(ensure_default_policy, sender=self, dispatch_uid="scheduling-default-policy")
-        simplacer.register(ClusterPolicies())  # the fleet simulator places pods under each cluster's policy
+        fleet_placer.register(ClusterPolicies())  # the fleet simulator places pods under each cluster's policy
         database_restored.connect(forget_version, dispatch_uid="scheduling-forget-config-version")
         register_documents()  # policies, templates and bindings as meridian.io/v1 documents (config as code)
         podscheduler.register()  # member clusters' pods named for Meridian, scheduled beside each cluster's watcher
@@ -43,8 +43,8 @@ class SchedulingConfig(AppConfig):
         from core.roles import grant_to_operators
         from fleet.signals import nodes_changed, workloads_changed
 
-        from . import cpu_tasks  # noqa: F401  (registered here too, so web processes send deliveries at once)
-        from .cpu_services import forget_agent_bodies
+        from .cpu import tasks  # noqa: F401  (registered here too, so web processes send deliveries at once)
+        from .cpu.agent import forget_agent_bodies
 
         grant_to_operators("scheduling.allocate_nodecpu", "scheduling.release_isolate_nodecpu", "scheduling.change_nodecpu")
         _scope()
@@ -75,7 +75,7 @@ def _queue_cpu_reconcile(sender, cluster, **_) -> None:
     from core.jobs import enqueue
     from core.models import Job
 
-    from .cpu_services import RECONCILE_TASK
+    from .cpu.store import RECONCILE_TASK
     from .models import NodeCPU
 
     if not NodeCPU.objects.filter(cluster_id=cluster.pk).exists():

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kube.labels import validate_label_key
+from kube.nodeaffinity import NodeSelector, PreferredTerm, parse_node_selector, parse_preferred_terms
 from scheduling.helpers import MAX_CUSTOM_PRIORITY_SCORE, MAX_NODE_SCORE, ShapePoint
-from scheduling.selectors import NodeSelector, PreferredTerm, parse_node_selector, parse_preferred_terms
 from scheduling.status import ArgsError, FieldError, child, index
 
 __all__ = [

@@ -45,7 +45,8 @@ from typing import Any
 
 from kube.quantity import Quantity, QuantityError, parse_quantity
 from kube.resources import PodSpecError, pod_requests
-from scheduling.selectors import AffinityTerm, PodTerms, Toleration, parse_pod_terms, parse_tolerations
+from kube.taints import Toleration, parse_tolerations
+from scheduling.selectors import AffinityTerm, PodTerms, parse_pod_terms
 
 __all__ = [
     "DEFAULT_MEMORY_REQUEST",
@@ -58,6 +59,8 @@ __all__ = [
     "ClusterState",
     "NodeInfo",
     "PodInfo",
+    "amount",
+    "amount_of",
     "is_extended_resource_name",
     "is_scalar_resource_name",
 ]
@@ -117,6 +120,12 @@ def scalar(name: str) -> bool:
 def amount(name: str, quantity: Quantity) -> int:
     """The int64 upstream stores: millicores for cpu, ``Value()`` (rounded up) for the rest."""
     return quantity.milli_value() if name == "cpu" else quantity.value()
+
+
+def amount_of(name: str, value: Any) -> int:
+    """``amount`` of a quantity as JSON carries it (a string, a number, or None for zero);
+    ``QuantityError`` (a ``ValueError``) when it is none."""
+    return amount(name, _quantity(value))
 
 
 def _quantity(value: Any) -> Quantity:
@@ -286,7 +295,7 @@ class PodInfo:
 
     @cached_property
     def tolerations(self) -> tuple[Toleration, ...]:
-        return parse_tolerations(self.pod)
+        return parse_tolerations(_section(self.pod, "spec").get("tolerations"))
 
     # -- requests ---------------------------------------------------------------------------
 

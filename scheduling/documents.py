@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 from core.documents import Document, DocumentKind, Rendered, only_fields, register
 from core.errors import Refused
 
@@ -32,7 +34,7 @@ def _normalize_policy(document: Document, live: SchedulingPolicy | None) -> dict
     config = {} if config is None else config
     is_default = document.spec.get("is_default", False)
     if not isinstance(is_default, bool):
-        raise Refused("invalid", "Must be true or false.", field="is_default")
+        raise Refused("invalid", _("Must be true or false."), field="is_default")
     services.compile_policy(config)
     return {"config": config, "is_default": is_default}
 

@@ -15,10 +15,10 @@ import yaml
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from core.forms import BlockFieldsForm, PastedField, VersionField, parse_pasted, yaml_error
+from core.forms import BlockFieldsForm, PastedField, VersionField, parse_pasted, reason_field, yaml_error
 from fleet.forms import WebhookConfigurationForm
 
-from .manifests import load_manifests
+from .manifests import ManifestError, load_manifests, load_spec
 
 
 def parse_document(text: str, *, what: Any = "value", required: bool = True, kind: type | None = None) -> Any:
@@ -44,23 +44,16 @@ def parse_template_spec(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         pass
-    from .manifests import _compose, _Prescan, _Restorer  # the import's reader, for one spec
-    from .schedconfig import SchedulingConfigError
-
     try:
-        prescan = _Prescan(text)
-        documents = _compose(prescan.text)
-    except (SchedulingConfigError, yaml.YAMLError, ValueError) as exc:
-        if isinstance(exc, yaml.YAMLError):
-            raise ValueError(yaml_error(exc)) from exc
+        return load_spec(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(yaml_error(exc)) from exc
+    except ManifestError as exc:
+        if exc.code == "one_document":
+            raise ValueError(str(_("Enter one spec (one YAML document)."))) from exc
+        raise ValueError(exc.detail) from exc
+    except ValueError as exc:  # an action outside the supported Go subset
         raise ValueError(str(exc)) from exc
-    if len(documents) != 1:
-        raise ValueError(str(_("Enter one spec (one YAML document).")))
-    restorer = _Restorer(prescan, 1, {})
-    value = restorer.restore(documents[0][1], "spec")
-    if restorer.problems:
-        raise ValueError("; ".join(str(p) for p in restorer.problems))
-    return value
 
 
 def pretty(value: Any) -> str:
@@ -82,7 +75,19 @@ class TemplateSpecField(PastedField):
             raise forms.ValidationError(str(exc)) from exc
 
 
-class PolicyForm(BlockFieldsForm):
+class ObjectForm(BlockFieldsForm):
+    """A scheduling object's create and edit form: its identity is fixed once it exists."""
+
+    identity: tuple[str, ...] = ("name",)
+
+    def __init__(self, *args: Any, instance=None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if instance is not None:
+            for name in self.identity:
+                self.fields[name].disabled = True
+
+
+class PolicyForm(ObjectForm):
     name = forms.CharField(max_length=63, label=_("Name"), help_text=_("What pods name in sched.cloud.ctrip.com/policy."))
     description = forms.CharField(required=False, label=_("Description"), widget=forms.Textarea(attrs={"rows": 2}))
     config = PastedField(what=_("the profile"), empty={}, required=False, label=_("Profile (JSON or YAML)"),
@@ -90,33 +95,23 @@ class PolicyForm(BlockFieldsForm):
                                          "weights), pluginConfig, percentageOfNodesToScore."))
     is_default = forms.BooleanField(required=False, label=_("Default policy"),
                                     help_text=_("Pods that name no policy are scheduled with it."))
-    reason = forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
+    reason = reason_field()
     version = VersionField()
     refusal_fields = {"config": "config"}
 
-    def __init__(self, *args: Any, instance=None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if instance is not None:
-            self.fields["name"].disabled = True
 
-
-class TemplateForm(BlockFieldsForm):
+class TemplateForm(ObjectForm):
     name = forms.CharField(max_length=253, label=_("Name"), help_text=_("e.g. resource-pool-example"))
     description = forms.CharField(required=False, label=_("Description"), widget=forms.Textarea(attrs={"rows": 2}))
     spec = TemplateSpecField(what=_("the spec"), label=_("Spec (YAML or JSON)"),
                            help_text=_("Upstream spec: nodeAffinity (NodeSchedulerConfig) or podAffinity / podAntiAffinity "
                                        "(PodSchedulerConfig); placeholders are written {{.Name}}."))
-    reason = forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
+    reason = reason_field()
     version = VersionField()
     refusal_fields = {"metadata": "name", "spec.*": "spec"}
 
-    def __init__(self, *args: Any, instance=None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if instance is not None:
-            self.fields["name"].disabled = True
 
-
-class BindingForm(BlockFieldsForm):
+class BindingForm(ObjectForm):
     name = forms.CharField(max_length=253, label=_("Name"))
     namespace = forms.CharField(required=False, max_length=63, label=_("Namespace"),
                                 help_text=_("Empty: the binding applies in every namespace."))
@@ -124,30 +119,10 @@ class BindingForm(BlockFieldsForm):
     spec = PastedField(what=_("the spec"), label=_("Spec (YAML or JSON)"),
                            help_text=_("selector (a label selector over pods; {} selects every pod), priority, "
                                        "nodeSchedulerConfig / podSchedulerConfig: {name, args}."))
-    reason = forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
+    reason = reason_field()
     version = VersionField()
     refusal_fields = {"metadata": "name", "spec.*": "spec"}
-
-    def __init__(self, *args: Any, instance=None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if instance is not None:
-            self.fields["name"].disabled = self.fields["namespace"].disabled = True
-
-
-class ReasonForm(BlockFieldsForm):
-    reason = forms.CharField(max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
-    version = VersionField()
-
-
-class RollbackForm(BlockFieldsForm):
-    revision = forms.TypedChoiceField(coerce=int, label=_("Revision"))
-    reason = forms.CharField(max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
-    version = VersionField()
-
-    def __init__(self, *args: Any, revisions=(), **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["revision"].choices = [(r.number, f"r{r.number} · {r.get_action_display()}") for r in revisions
-                                           if r.action not in ("delete", "restore")]
+    identity = ("name", "namespace")
 
 
 class ImportForm(BlockFieldsForm):
@@ -155,7 +130,7 @@ class ImportForm(BlockFieldsForm):
                            widget=forms.Textarea(attrs={"rows": 20, "spellcheck": "false", "class": "code"}),
                            help_text=_("sched.cloud.ctrip.com/v1 NodeSchedulerConfig, PodSchedulerConfig and "
                                        "SchedulerConfigBinding objects, separated by ---."))
-    reason = forms.CharField(required=False, max_length=2000, label=_("Reason"), widget=forms.TextInput(attrs={"size": 50}))
+    reason = reason_field()
 
 
 class PreviewForm(BlockFieldsForm):

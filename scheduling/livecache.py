@@ -44,9 +44,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from scheduling.cluster import ClusterState, NodeInfo, PodInfo, _quantity, amount
-from scheduling.cpuset import TOPOLOGY_ANNOTATION
-from scheduling.cpustate import CPU_ISOLATE_MODE, EXCLUSIVE
+from scheduling.cluster import ClusterState, NodeInfo, PodInfo, amount_of
+from scheduling.cpu.cpuset import TOPOLOGY_ANNOTATION
+from scheduling.cpu.state import CPU_ISOLATE_MODE, EXCLUSIVE
 from scheduling.engine import Placement, PluginSpec, Policy, Scheduler
 from scheduling.schedqueue import IN_FLIGHT, PodKey, QueuedPod, SchedulingQueue
 
@@ -143,7 +143,7 @@ def usage_from_metrics(item: Mapping[str, Any]) -> tuple[str, dict[str, int], da
     if not name or not isinstance(usage, Mapping):
         return None
     try:
-        values = {str(k): amount(str(k), _quantity(v)) for k, v in usage.items()}
+        values = {str(k): amount_of(str(k), v) for k, v in usage.items()}
     except ValueError:
         return None
     stamp = item.get("timestamp")

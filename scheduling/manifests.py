@@ -66,6 +66,7 @@ __all__ = [
     "dump_manifests",
     "from_manifest",
     "load_manifests",
+    "load_spec",
     "to_manifest",
 ]
 
@@ -487,6 +488,27 @@ def load_manifests(text: str) -> LoadedManifests:
     if problems:
         raise ManifestError(problems)
     return LoadedManifests(tuple(objects), tuple(warnings))
+
+
+def load_spec(text: str) -> Any:
+    """One spec as upstream writes it (a template's ``spec`` typed in a form, where placeholders
+    such as ``- {{.Pool}}`` may stand unquoted), read as :func:`load_manifests` reads a document:
+    the Go pre-scan, strict YAML, words back to canonical placeholders, JSON values only.
+
+    No leniency for stray document markers, and no conversion: the value as written. Raises
+    ``yaml.YAMLError`` for text that is not YAML (the caller words it for its reader),
+    :class:`~scheduling.gotemplate.TemplateError` for an action outside the supported subset, and
+    :class:`ManifestError` otherwise (code ``one_document`` when the text holds none or several).
+    """
+    prescan = _Prescan(text)
+    documents = _compose(prescan.text)
+    if len(documents) != 1:
+        raise ManifestError([Problem("one_document", "yaml", f"one YAML document expected, not {len(documents)}")])
+    restorer = _Restorer(prescan, 1, {})
+    value = restorer.restore(documents[0][1], "spec")
+    if restorer.problems:
+        raise ManifestError(restorer.problems)
+    return value
 
 
 # ----------------------------------------------------------------------------------- export

@@ -19,7 +19,7 @@ kube-scheduler and placed here, the way kube-scheduler places its own:
   bind and the watch's echo.
 * **Binding** (a pool of ``MERIDIAN_SCHEDULER_BIND_THREADS`` threads): a pod asking for
   exclusive CPUs gets them allocated on the node and written to it first
-  (``scheduling.cpu_binding``); then the ``pods/binding`` subresource, as kube-scheduler's
+  (``scheduling.cpu.binding``); then the ``pods/binding`` subresource, as kube-scheduler's
   DefaultBinder. 201: a ``Scheduled`` Event. 409 or 404 (bound or deleted meanwhile, or replaced
   by another pod of that name): not an error, the pod leaves the queue (its CPUs are given
   back). Other errors: a ``FailedScheduling`` Event, backoff, retry.
@@ -60,8 +60,10 @@ from fleet.informer import RELISTED, WatchContext, register_companion
 from fleet.models import Cluster
 from fleet.services import connector_for
 
-from . import admission, cpu_binding, cpu_services, services
-from .cpustate import CPU_ISOLATE_MODE, EXCLUSIVE
+from . import admission, services
+from .cpu import allocation as cpu_allocation
+from .cpu import binding as cpu_binding
+from .cpu.state import CPU_ISOLATE_MODE, EXCLUSIVE
 from .engine import Policy
 from .livecache import BOUND, Attempt, LiveCluster, pod_key, usage_from_metrics
 from .recorder import FAILED_SCHEDULING, SCHEDULED, EventRecorder, EventWrite
@@ -102,7 +104,7 @@ def _machine_max(policy: Policy) -> dict[str, int] | None:
     """The ``machineMaxList`` the policy gives ``CPUSetExclusive`` (the allocator checks it again)."""
     for spec in policy.filters:
         if spec.name == "CPUSetExclusive" and spec.args:
-            return cpu_services.parse_machine_max(spec.args.get("machineMaxList"))
+            return cpu_allocation.parse_machine_max(spec.args.get("machineMaxList"))
     return None
 
 

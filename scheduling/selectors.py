@@ -1,58 +1,29 @@
-"""Node selectors, tolerations and pod (anti-)affinity terms over plain v1 dicts.
+"""Pod (anti-)affinity terms over plain v1 dicts: the scheduler's ``AffinityTerm`` (namespaces +
+label selector + namespace selector + topology key) and ``framework.PodInfo``'s four term lists.
 
-Semantics follow ``k8s.io/component-helpers/scheduling/corev1/nodeaffinity`` (node selector
-terms ORed, requirements ANDed, an empty term matches nothing, ``matchFields`` only knows
-``metadata.name`` and one value, parse errors are reported lazily for a pod's required affinity
-and eagerly for preferred terms and scheduler args), ``k8s.io/api/core/v1/toleration.go``
-(``ToleratesTaint``) and the scheduler's ``AffinityTerm`` (namespaces + label selector +
-namespace selector + topology key).  Label requirements are ``kube.labels`` requirements, so key
-and value validation is apimachinery's.
+Node selector terms and tolerations are Kubernetes rules shared with the federation scheduler and
+live in ``kube.nodeaffinity`` and ``kube.taints``; label selectors are ``kube.labels``'.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kube.labels import (
-    Operator,
-    Requirement,
-    Selector,
-    SelectorError,
-    selector_from_label_selector,
-    validate_label_key,
-    validate_label_value,
-)
-from scheduling.status import FieldError, aggregate_message, child, index
+from kube.labels import Selector, SelectorError, selector_from_label_selector
+from scheduling.status import aggregate_message
 
 __all__ = [
     "AffinityTerm",
-    "NodeSelector",
-    "NodeSelectorTerm",
     "PodTerms",
-    "Toleration",
     "WeightedTerm",
     "merge_namespace_selector",
-    "parse_node_selector",
     "parse_pod_terms",
-    "parse_preferred_terms",
-    "parse_tolerations",
-    "tolerations_tolerate",
 ]
 
 EVERYTHING = Selector.everything()
 NOTHING = Selector.nothing()
-
-_NODE_OPERATORS = {
-    "In": Operator.IN,
-    "NotIn": Operator.NOT_IN,
-    "Exists": Operator.EXISTS,
-    "DoesNotExist": Operator.DOES_NOT_EXIST,
-    "Gt": Operator.GREATER_THAN,
-    "Lt": Operator.LESS_THAN,
-}
-_INT64_DIGITS = frozenset("0123456789")
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -61,220 +32,6 @@ def _as_list(value: Any) -> list[Any]:
 
 def _as_map(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-# ------------------------------------------------------------------------ label requirements
-
-
-def _is_int64(text: str) -> bool:
-    body = text[1:] if text[:1] in "+-" else text
-    if not body or not set(body) <= _INT64_DIGITS:
-        return False
-    return -(2**63) <= int(text) <= 2**63 - 1
-
-
-def _requirement_errors(key: Any, op: Operator, values: Sequence[Any], path: str) -> list[FieldError]:
-    """``labels.NewRequirement``'s complaints with field paths, in upstream order.
-
-    ``kube.labels.Requirement`` validates too, but reports no field path; scheduler args and
-    pod parse errors must name the exact field (``...matchExpressions[0].key``).
-    """
-    errors: list[FieldError] = []
-    key_problems = validate_label_key(key)
-    if key_problems:
-        errors.append(FieldError.invalid(child(path, "key"), key, "; ".join(key_problems)))
-    values_path = child(path, "values")
-    if op in (Operator.IN, Operator.NOT_IN) and not values:
-        errors.append(FieldError.invalid(values_path, list(values), "for 'in', 'notin' operators, values set can't be empty"))
-    elif op in (Operator.EXISTS, Operator.DOES_NOT_EXIST) and values:
-        errors.append(FieldError.invalid(values_path, list(values), "values set must be empty for exists and does not exist"))
-    elif op in (Operator.GREATER_THAN, Operator.LESS_THAN):
-        if len(values) != 1:
-            errors.append(FieldError.invalid(values_path, list(values), "for 'Gt', 'Lt' operators, exactly one value is required"))
-        for i, value in enumerate(values):
-            if not isinstance(value, str) or not _is_int64(value):
-                errors.append(FieldError.invalid(index(values_path, i), value, "for 'Gt', 'Lt' operators, the value must be an integer"))
-    for i, value in enumerate(values):
-        problems = validate_label_value(value)
-        if problems:
-            errors.append(FieldError.invalid(f"{index(values_path, i)}[{key}]", value, "; ".join(problems)))
-    return errors
-
-
-def _node_requirements(exprs: Sequence[Any], path: str) -> tuple[Selector | None, list[FieldError]]:
-    """``nodeSelectorRequirementsAsSelector``: matchExpressions as one ANDed label selector."""
-    errors: list[FieldError] = []
-    requirements: list[Requirement] = []
-    for i, expr in enumerate(exprs):
-        p = index(path, i)
-        expr = _as_map(expr)
-        op = _NODE_OPERATORS.get(expr.get("operator"))  # type: ignore[arg-type]
-        if op is None:
-            errors.append(FieldError.not_supported(child(p, "operator"), expr.get("operator"), list(_NODE_OPERATORS)))
-            continue
-        values = [str(v) if not isinstance(v, str) else v for v in _as_list(expr.get("values"))]
-        problems = _requirement_errors(expr.get("key"), op, values, p)
-        if problems:
-            errors.extend(problems)
-            continue
-        requirements.append(Requirement(expr["key"], op, tuple(values)))
-    if errors:
-        return None, errors
-    return Selector(requirements), []
-
-
-@dataclass(frozen=True, slots=True)
-class _FieldRequirement:
-    key: str
-    equal: bool
-    value: str
-
-    def matches(self, fields: Mapping[str, str]) -> bool:
-        return (fields.get(self.key, "") == self.value) is self.equal
-
-
-def _field_requirements(exprs: Sequence[Any], path: str) -> tuple[tuple[_FieldRequirement, ...] | None, list[FieldError]]:
-    """``nodeSelectorRequirementsAsFieldSelector``: In/NotIn with exactly one value each."""
-    errors: list[FieldError] = []
-    out: list[_FieldRequirement] = []
-    for i, expr in enumerate(exprs):
-        p = index(path, i)
-        expr = _as_map(expr)
-        operator = expr.get("operator")
-        values = _as_list(expr.get("values"))
-        if operator not in ("In", "NotIn"):
-            errors.append(FieldError.not_supported(child(p, "operator"), operator, ["In", "NotIn"]))
-        elif len(values) != 1:
-            errors.append(FieldError.invalid(child(p, "values"), values, "must have one element"))
-        else:
-            out.append(_FieldRequirement(str(expr.get("key", "")), operator == "In", str(values[0])))
-    if errors:
-        return None, errors
-    return tuple(out), []
-
-
-# ------------------------------------------------------------------------ node selectors
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSelectorTerm:
-    """One parsed ``v1.NodeSelectorTerm``; ``errors`` non-empty means the term never matches."""
-
-    labels: Selector | None
-    fields: tuple[_FieldRequirement, ...] | None
-    errors: tuple[FieldError, ...] = ()
-
-    def matches(self, node_labels: Mapping[str, str], node_name: str) -> bool:
-        if self.errors:
-            return False
-        if self.labels is not None and not self.labels.matches(node_labels):
-            return False
-        if self.fields is not None and node_name:
-            fields = {"metadata.name": node_name}
-            return all(r.matches(fields) for r in self.fields)
-        return True
-
-
-def _is_empty_term(term: Mapping[str, Any]) -> bool:
-    return not _as_list(term.get("matchExpressions")) and not _as_list(term.get("matchFields"))
-
-
-def _parse_term(term: Mapping[str, Any], path: str) -> NodeSelectorTerm:
-    errors: list[FieldError] = []
-    labels: Selector | None = None
-    fields: tuple[_FieldRequirement, ...] | None = None
-    exprs = _as_list(term.get("matchExpressions"))
-    if exprs:
-        labels, problems = _node_requirements(exprs, child(path, "matchExpressions"))
-        errors += problems
-    field_exprs = _as_list(term.get("matchFields"))
-    if field_exprs:
-        fields, problems = _field_requirements(field_exprs, child(path, "matchFields"))
-        errors += problems
-    return NodeSelectorTerm(labels, fields, tuple(errors))
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSelector:
-    """``v1.NodeSelector``: terms ORed.  Terms with parse errors are kept (they never match)."""
-
-    terms: tuple[NodeSelectorTerm, ...]
-
-    @property
-    def errors(self) -> list[FieldError]:
-        return [e for t in self.terms for e in t.errors]
-
-    def matches(self, node_labels: Mapping[str, str], node_name: str) -> bool:
-        return any(t.matches(node_labels, node_name) for t in self.terms)
-
-
-def parse_node_selector(selector: Mapping[str, Any] | None, path: str = "") -> NodeSelector:
-    """``NewLazyErrorNodeSelector``: empty terms are dropped, broken ones kept with their errors."""
-    terms = _as_list(_as_map(selector).get("nodeSelectorTerms"))
-    base = child(path, "nodeSelectorTerms")
-    parsed = [_parse_term(_as_map(t), index(base, i)) for i, t in enumerate(terms) if not _is_empty_term(_as_map(t))]
-    return NodeSelector(tuple(parsed))
-
-
-@dataclass(frozen=True, slots=True)
-class PreferredTerm:
-    weight: int
-    term: NodeSelectorTerm
-
-
-def parse_preferred_terms(terms: Sequence[Any] | None, path: str = "") -> tuple[tuple[PreferredTerm, ...], list[FieldError]]:
-    """``NewPreferredSchedulingTerms``: weight-0 and empty terms skipped, every error reported."""
-    parsed: list[PreferredTerm] = []
-    errors: list[FieldError] = []
-    for i, raw in enumerate(_as_list(terms)):
-        raw = _as_map(raw)
-        weight = raw.get("weight") or 0
-        preference = _as_map(raw.get("preference"))
-        if weight == 0 or _is_empty_term(preference):
-            continue
-        term = _parse_term(preference, index(path, i))
-        if term.errors:
-            errors.extend(term.errors)
-        else:
-            parsed.append(PreferredTerm(int(weight), term))
-    return tuple(parsed), errors
-
-
-def preferred_score(terms: Sequence[PreferredTerm], node_labels: Mapping[str, str], node_name: str) -> int:
-    return sum(t.weight for t in terms if t.term.matches(node_labels, node_name))
-
-
-# ------------------------------------------------------------------------ taints and tolerations
-
-
-@dataclass(frozen=True, slots=True)
-class Toleration:
-    key: str
-    operator: str
-    value: str
-    effect: str
-
-    def tolerates(self, taint: Mapping[str, Any]) -> bool:
-        """``Toleration.ToleratesTaint`` (comparison operators are behind an off-by-default gate)."""
-        if self.effect and self.effect != taint.get("effect", ""):
-            return False
-        if self.key and self.key != taint.get("key", ""):
-            return False
-        if self.operator in ("", "Equal"):
-            return self.value == (taint.get("value") or "")
-        return self.operator == "Exists"
-
-
-def parse_tolerations(pod: Mapping[str, Any]) -> tuple[Toleration, ...]:
-    raw = _as_list(_as_map(pod.get("spec")).get("tolerations"))
-    return tuple(
-        Toleration(str(t.get("key") or ""), str(t.get("operator") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
-        for t in (_as_map(x) for x in raw)
-    )
-
-
-def tolerations_tolerate(tolerations: Iterable[Toleration], taint: Mapping[str, Any]) -> bool:
-    return any(t.tolerates(taint) for t in tolerations)
 
 
 # ------------------------------------------------------------------------ pod affinity terms

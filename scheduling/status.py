@@ -8,10 +8,10 @@ contract module (and so plugins do not import their own registry).  Wording foll
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+from kube.field import FieldError, child, index
 
 __all__ = [
     "SKIP",
@@ -30,7 +30,7 @@ UNSCHEDULABLE = "Unschedulable"
 UNRESOLVABLE = "UnschedulableAndUnresolvable"
 
 
-class _Skip:
+class Skip:
     """Upstream's ``Skip`` status: the plugin has nothing to say about this pod (one instance)."""
 
     __slots__ = ()
@@ -39,7 +39,7 @@ class _Skip:
         return "SKIP"
 
 
-SKIP = _Skip()
+SKIP = Skip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,67 +72,8 @@ class FilterResult:
 _PASSED = FilterResult(True, [], "")
 
 # ----------------------------------------------------------------------------- field errors
-
-
-def child(path: str, name: str) -> str:
-    """``field.Path.Child``: dotted, with no leading dot at the root."""
-    return f"{path}.{name}" if path else name
-
-
-def index(path: str, i: int) -> str:
-    """``field.Path.Index``."""
-    return f"{path}[{i}]"
-
-
-def _go_value(value: Any) -> str:
-    """Render a bad value roughly as Go's ``%#v``/``%q`` would in ``field.Error`` bodies."""
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return "[]string{" + ", ".join(_go_value(v) for v in value) + "}"
-    return str(value)
-
-
-@dataclass(frozen=True, slots=True)
-class FieldError:
-    """apimachinery ``field.Error``: ``type`` is Invalid, Required, NotSupported, Duplicate or Forbidden."""
-
-    type: str
-    field: str
-    detail: str = ""
-    bad_value: Any = None
-
-    def __str__(self) -> str:
-        if self.type == "Required":
-            body = "Required value"
-        elif self.type == "Forbidden":
-            body = "Forbidden"
-        elif self.type == "Duplicate":
-            body = f"Duplicate value: {_go_value(self.bad_value)}"
-        elif self.type == "NotSupported":
-            body = f"Unsupported value: {_go_value(self.bad_value)}"
-        else:
-            body = f"Invalid value: {_go_value(self.bad_value)}"
-        text = f"{self.field}: {body}" if self.field else body
-        return f"{text}: {self.detail}" if self.detail else text
-
-    @classmethod
-    def invalid(cls, path: str, value: Any, detail: str) -> FieldError:
-        return cls("Invalid", path, detail, value)
-
-    @classmethod
-    def required(cls, path: str, detail: str = "") -> FieldError:
-        return cls("Required", path, detail)
-
-    @classmethod
-    def not_supported(cls, path: str, value: Any, supported: Sequence[str]) -> FieldError:
-        return cls("NotSupported", path, "supported values: " + ", ".join(json.dumps(s) for s in supported), value)
-
-    @classmethod
-    def duplicate(cls, path: str, value: Any) -> FieldError:
-        return cls("Duplicate", path, "", value)
+# ``FieldError`` (apimachinery's ``field.Error``) and its paths are ``kube.field``'s, re-exported here
+# so argument validation and the Kubernetes rules in ``kube/`` report one and the same error type.
 
 
 def aggregate_message(messages: Iterable[str]) -> str:

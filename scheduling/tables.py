@@ -15,7 +15,7 @@ class VersionedTable(BaseTable):
     versioned scheduling object shows in its list."""
 
     name = tables.Column(verbose_name=_("Name"), linkify=True)
-    description = tables.Column(verbose_name=_("Description"), orderable=False)
+    description = tables.Column(verbose_name=_("Description"), orderable=False, attrs={"td": {"translate": "no"}})
     revision = tables.Column(verbose_name=_("Revision"), accessor="revision__number", orderable=False)
     updated = tables.DateTimeColumn(verbose_name=_("Updated"), format="Y-m-d H:i")
 

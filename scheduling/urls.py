@@ -1,6 +1,7 @@
 from django.urls import path
 
-from . import cpu_views, views
+from . import views
+from .cpu import views as cpu_views
 
 app_name = "scheduling"
 
@@ -26,7 +27,7 @@ urlpatterns = [
     path("preview/", views.PreviewView.as_view(), name="preview"),
     path("simulator/", views.SimulatorView.as_view(), name="simulator"),
     path("webhook/", views.WebhookView.as_view(), name="webhook"),
-    # Part B: CPU co-location (scheduling/cpu_views.py)
+    # Part B: CPU co-location (scheduling/cpu/views.py)
     path("cpu/", cpu_views.CPUFleetView.as_view(), name="cpu-fleet"),
     path("cpu/what-if/", cpu_views.CPUWhatIfView.as_view(), name="cpu-what-if"),
     path("cpu/nodes/<int:pk>/", cpu_views.CPUNodeView.as_view(), name="cpu-node"),

@@ -25,21 +25,19 @@ from django.views.generic import DetailView, FormView, TemplateView
 
 from core import concurrency
 from core.errors import Refused
-from core.forms import add_refusal
+from core.forms import ReasonForm, RollbackForm, add_refusal
 from core.permissions import restrict
 from core.tables import TableMixin, build_table
 from core.views import PermissionMixin, RevisionDiffMixin, VerbViewMixin
 from fleet.models import Cluster
 from fleet.views import WebhookPageMixin
 
-from . import placement, schedconfig, services, webhook
+from . import schedconfig, services, webhook, whatif_inventory
 from .forms import (
     BindingForm,
     ImportForm,
     PolicyForm,
     PreviewForm,
-    ReasonForm,
-    RollbackForm,
     SimulateForm,
     TemplateForm,
     WebhookForm,
@@ -166,16 +164,19 @@ class PolicyDetailView(VersionedDetailView):
 
     def kind_context(self, obj):
         try:
-            compiled = services.compile_policy(obj.config)
+            return {"plugins": plugin_summary(services.compile_policy(obj.config))}
         except Refused:
             return {"plugins": None}
-        return {"plugins": {"filters": [s.name for s in compiled.filters],
-                            "scores": [(s.name, s.weight) for s in compiled.scores],
-                            "percentage": compiled.percentage_of_nodes_to_score}}
 
 
-class TemplateDetailView(VersionedDetailView):
-    slug_field = slug_url_kwarg = "name"
+def plugin_summary(compiled) -> dict[str, Any]:
+    """A compiled policy's plugins as the policy page and its preview list them."""
+    return {"filters": [s.name for s in compiled.filters], "scores": [(s.name, s.weight) for s in compiled.scores],
+            "percentage": compiled.percentage_of_nodes_to_score}
+
+
+class TemplateKindMixin:
+    """Views of one template kind, named by the URL's ``kind`` (pod or node scheduler config)."""
 
     @property
     def model(self):
@@ -184,6 +185,10 @@ class TemplateDetailView(VersionedDetailView):
     @property
     def kind_label(self):
         return self.model.KIND
+
+
+class TemplateDetailView(TemplateKindMixin, VersionedDetailView):
+    slug_field = slug_url_kwarg = "name"
 
     def get_queryset(self):
         return self.model.objects.select_related("revision")
@@ -357,9 +362,7 @@ class PolicyCreateView(ObjectFormView):
         return services.save_policy(self.spec(form), reason=form.cleaned_data["reason"], instance=self.instance)
 
     def preview(self, form):
-        compiled = services.compile_policy(form.cleaned_data["config"])
-        return {"plugins": {"filters": [s.name for s in compiled.filters], "scores": [(s.name, s.weight) for s in compiled.scores],
-                            "percentage": compiled.percentage_of_nodes_to_score}}
+        return {"plugins": plugin_summary(services.compile_policy(form.cleaned_data["config"]))}
 
 
 class PolicyEditView(EditMixin, PolicyCreateView):
@@ -367,16 +370,8 @@ class PolicyEditView(EditMixin, PolicyCreateView):
         return get_object_or_404(SchedulingPolicy, name=self.kwargs["name"])
 
 
-class TemplateCreateView(ObjectFormView):
+class TemplateCreateView(TemplateKindMixin, ObjectFormView):
     form_class = TemplateForm
-
-    @property
-    def model(self):
-        return template_model_or_404(self.kwargs["kind"])
-
-    @property
-    def kind_label(self):
-        return self.model.KIND
 
     def get_initial(self):
         if self.model is NodeSchedulerConfig:
@@ -529,7 +524,7 @@ class SimulatorView(PermissionMixin, FormView):
     def form_valid(self, form):
         data = form.cleaned_data
         try:
-            result = placement.run(data["cluster"], data["pod"], data["replicas"], policy=data["policy"],
+            result = whatif_inventory.run(data["cluster"], data["pod"], data["replicas"], policy=data["policy"],
                                    compare_with=data["compare_with"])
         except Refused as exc:
             add_refusal(form, exc)

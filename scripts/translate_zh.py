@@ -1116,6 +1116,10 @@ GLOSSARY.update({
         "未配置任何登录方式：请设置 MERIDIAN_OIDC_ISSUER，或重新开启 MERIDIAN_LOCAL_LOGIN。",
 })
 
+from translate_zh_messages import MESSAGES  # noqa: E402 — scripts/ is this script's own folder
+
+GLOSSARY.update(MESSAGES)
+
 
 ENTRY = re.compile(r'((?:#[^\n]*\n)*)msgid ((?:"[^"\n]*(?:\\.[^"\n]*)*"\n)+)(msgid_plural (?:"[^"\n]*(?:\\.[^"\n]*)*"\n)+)?msgstr(?:\[0\])? ((?:"[^"\n]*(?:\\.[^"\n]*)*"\n)+)')
 

@@ -13,6 +13,25 @@ from tests.workers import purge_queues
 PASSWORD = "correct-horse-battery-staple"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_leftover_processes_on_the_test_database():
+    """End what an interrupted earlier run left connected to this suite's test database.
+
+    The fault suite's Meridian processes (web, worker, beat) use the test database; when
+    pytest itself is killed they outlive it, reconnect once the next run has made the database
+    again and hold idle sessions there — and that run's restore tests find "other sessions
+    connected". Before the database is made (this fixture comes first), they are stopped.
+    """
+    from django.conf import settings
+
+    from tests.faults.processes import end_processes, processes_using_database
+
+    database = settings.DATABASES["default"]
+    if "sqlite" not in database["ENGINE"]:
+        end_processes(processes_using_database(database.get("TEST", {}).get("NAME") or f"test_{database['NAME']}"),
+                      why="left connected to the test database by an earlier run")
+
+
 def make_user(django_user_model, username: str, role: str | None):
     user = django_user_model.objects.create_user(username=username, password=PASSWORD)
     if role:

@@ -104,3 +104,27 @@ def test_an_objects_page_links_to_its_own_history(operator, operator_api, client
     cluster = Cluster.objects.create(name="bj-history", connector="simulated")
     page = client.get(f"/fleet/clusters/{cluster.name}/").content.decode()
     assert f"/audit/?object_type=fleet.cluster&amp;object_id={cluster.pk}" in page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("param", "index"), [("request_id", "core_change_request_idx"), ("actor", "core_change_actor_idx")])
+def test_the_log_filtered_by_request_or_actor_is_read_from_an_index_in_time_order(param, index):
+    """Newest first under a filter that matches a few of many rows: without an index on the
+    filter and the time, PostgreSQL walked the time index backwards through the whole log (a
+    request's 7 entries among 1,000,000: 186 ms; now under 1 ms)."""
+    from django.db import connection
+
+    from core.filtersets import ObjectChangeFilterSet
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's plan")
+    ObjectChange.objects.bulk_create([
+        ObjectChange(actor=f"robot-{i % 50}", source="system", action=ObjectChange.Action.UPDATE,
+                     request_id=uuid.UUID(int=i % 400), object_id=str(i), object_repr=f"thing-{i}")
+        for i in range(20_000)])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE core_objectchange")
+    value = str(uuid.UUID(int=7)) if param == "request_id" else "robot-7"
+    page = ObjectChangeFilterSet({param: value}, queryset=ObjectChange.objects.all()).qs[:50]
+    plan = page.explain()
+    assert index in plan, plan

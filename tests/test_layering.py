@@ -35,21 +35,34 @@ def test_no_module_imports_itself_back():
 
 def test_every_module_of_a_layered_package_has_a_layer():
     """A module a layers contract does not name is outside it: nothing checks what it imports or
-    who imports it (``core.sql``, ``core.metrics``, ``fleet.informer`` … were)."""
+    who imports it (``core.sql``, ``core.metrics``, ``fleet.informer`` … were). A subpackage is
+    named as a whole (``plugins``) or module by module (``cpu.views``, ``cpu.store``, …: its
+    modules sit on different layers), and then every module of it must be."""
     import configparser
     import re
 
     config = configparser.ConfigParser()
     config.read(ROOT / ".importlinter")
     outside = []
+
+    def unnamed(folder: Path, prefix: str, named: set[str]) -> list[str]:
+        modules = {path.stem for path in folder.glob("*.py") if path.stem != "__init__"}
+        packages = {path.name for path in folder.iterdir() if (path / "__init__.py").exists()}
+        found = [prefix + name for name in sorted(modules - {"migrations", "templatetags"}) if prefix + name not in named]
+        for name in sorted(packages - {"migrations", "templatetags"}):
+            if prefix + name in named:
+                continue
+            if any(layer.startswith(f"{prefix}{name}.") for layer in named):
+                found += unnamed(folder / name, f"{prefix}{name}.", named)
+            else:
+                found.append(prefix + name)
+        return found
+
     for section in config.sections():
         contract = config[section]
         if contract.get("type") != "layers" or "containers" not in contract:
             continue
         named = {name.strip() for line in contract["layers"].splitlines() for name in re.split(r"[:|]", line) if name.strip()}
         for container in contract["containers"].split():
-            folder = ROOT / container.replace(".", "/")
-            modules = {path.stem for path in folder.glob("*.py") if path.stem != "__init__"}
-            modules |= {path.name for path in folder.iterdir() if (path / "__init__.py").exists()}
-            outside += [f"{container}.{name}" for name in sorted(modules - named - {"migrations", "templatetags"})]
+            outside += [f"{container}.{name}" for name in unnamed(ROOT / container.replace(".", "/"), "", named)]
     assert outside == []

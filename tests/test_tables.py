@@ -87,6 +87,21 @@ def test_page_and_per_page_are_clamped(client, viewer, nodes):
     assert "Page 1 of 2" in client.get("/fleet/clusters/big/?per_page=70").content.decode(), "70 → the next size, 100"
 
 
+def test_a_long_table_is_counted_only_as_deep_as_the_page_asked(client, viewer, nodes, monkeypatch):
+    """Counting a million audit entries took longer than the rest of the page: rows are counted
+    up to a limit or one page past the page asked for, and the pager says "more than"."""
+    monkeypatch.setattr("core.tables.COUNT_LIMIT", 30)
+    client.force_login(viewer)
+    with CaptureQueriesContext(connection) as queries:
+        first = client.get("/fleet/clusters/big/?per_page=25").content.decode()
+    assert "Page 1 of more than 2" in first and "more than 50 rows" in first and 'rel="next"' in first
+    assert any("COUNT(" in q["sql"].upper() and "LIMIT 51" in q["sql"].upper() for q in queries.captured_queries)
+    third = client.get("/fleet/clusters/big/?per_page=25&page=3").content.decode()
+    assert "Page 3 of more than 4" in third and "node-050" in third
+    last = client.get("/fleet/clusters/big/?per_page=25&page=5").content.decode()
+    assert "Page 5 of 5" in last and "120 rows" in last and 'rel="next"' not in last and "node-119" in last
+
+
 def test_nodes_keep_the_label_selector_and_sort_and_search(client, viewer, nodes):
     client.force_login(viewer)
     html = client.get("/fleet/clusters/big/?labelSelector=machineModel%3DA4&sort=-name&per_page=25").content.decode()

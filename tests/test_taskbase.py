@@ -5,12 +5,21 @@ job) is recorded from the start, as before."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
+from collections.abc import Iterator
+from datetime import timedelta
+
 import pytest
 from celery import shared_task
+from celery.exceptions import Reject
+from redis.exceptions import ConnectionError as RedisConnectionError
 
-from core.jobs import enqueue
+from core.jobs import enqueue, reap
 from core.models import Job
 from core.taskbase import nothing_done
+
+from .workers import purge_queues
 
 
 @shared_task(name="tests.periodic_pass")
@@ -21,6 +30,11 @@ def periodic_pass(stepped: int) -> dict:
 @shared_task(name="tests.failing_pass")
 def failing_pass() -> dict:
     raise ValueError("the pass broke")
+
+
+@shared_task(name="tests.redis_went_away")
+def redis_went_away() -> None:
+    raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 
 
 @pytest.mark.parametrize(("result", "idle"), [
@@ -82,3 +96,48 @@ def test_work_a_change_asked_for_that_fails_says_why():
     failing_pass.apply(kwargs={"job_id": job.pk}, task_id=job.task_id)
     job.refresh_from_db()
     assert job.status == Job.Status.FAILED and job.error == "ValueError: the pass broke" and job.finished >= job.started
+
+
+@contextlib.contextmanager
+def broker_unreachable() -> Iterator[None]:
+    """Celery's connections go to a port nothing listens on (a Redis that went away), then back."""
+    from config.celery import app
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = f"redis://127.0.0.1:{probe.getsockname()[1]}/0"
+    saved = app.conf.broker_url, app._pool, app.amqp._producer_pool
+    app.conf.broker_url, app._pool, app.amqp._producer_pool = dead, None, None
+    try:
+        yield
+    finally:
+        if app._pool is not None:
+            app._pool.force_close_all()
+        app.conf.broker_url, app._pool, app.amqp._producer_pool = saved
+
+
+@pytest.mark.django_db
+def test_a_retry_the_broker_cannot_take_leaves_the_job_to_the_outbox_not_succeeded():
+    """Redis went away during a task, so the transient fault's retry could not be sent either:
+    Celery answers that with ``Reject``, which settled the job as succeeded with nothing done
+    (an emergency downgrade's restore said "delivered" while 120 nodes kept the downgrade, in
+    the Redis fault trial). The job stays pending and unsent, and the reaper sends it again."""
+    job = enqueue("tests.redis_went_away")
+    with broker_unreachable():
+        redis_went_away.push_request(id=job.task_id, is_eager=False, called_directly=False, retries=0,
+                                     hostname="worker@test", args=[], kwargs={"job_id": job.pk})
+        try:
+            with pytest.raises(Reject):
+                redis_went_away(job_id=job.pk)
+        finally:
+            redis_went_away.pop_request()
+    job.refresh_from_db()
+    assert job.status == Job.Status.PENDING and job.dispatched is None and job.worker == ""
+    assert job.error.startswith("retrying once the broker is back: ConnectionError"), job.error
+    Job.objects.filter(pk=job.pk).update(created=job.created - timedelta(minutes=1))
+    try:
+        assert reap()["resent"] == 1, "the broker is back: the outbox sends the job again"
+    finally:
+        purge_queues()
+    job.refresh_from_db()
+    assert job.status == Job.Status.PENDING and job.dispatched is not None

@@ -29,6 +29,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Model, QuerySet
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -101,7 +102,7 @@ class DryRunMixin:
         if str(request.query_params["dry_run"]).strip().lower() not in DRY_RUN_YES:
             raise ValidationError({"dry_run": ["Use dry_run=true (or All), or leave it out."]})
         if (getattr(self, "action", None) or request.method) in self.dry_run_refused:
-            raise Refused("dry_run_unsupported", "This request acts outside Meridian's database and cannot be dry-run.",
+            raise Refused("dry_run_unsupported", _("This request acts outside Meridian's database and cannot be dry-run."),
                           field="dry_run")
 
 
@@ -192,8 +193,8 @@ class MeridianViewSetMixin(DryRunMixin):
         if tags is None:
             return
         if "*" not in tags and concurrency.etag(obj) not in tags:
-            raise PreconditionFailed(f"{obj} changed since you read it (If-Match does not match its ETag); "
-                                     "GET it again and retry.")
+            raise PreconditionFailed(_("%(object)s changed since you read it (If-Match does not match its ETag); "
+                                       "GET it again and retry.") % {"object": obj})
         self._expecting = concurrency.expecting(obj, tags)
         self._expecting.__enter__()
 
@@ -236,13 +237,13 @@ class WriteThroughServicesMixin:
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     def perform_create(self, data: dict[str, Any]) -> Model:  # type: ignore[override]
-        raise Refused("not_supported", "This resource cannot be created through the API.")
+        raise Refused("not_supported", _("This resource cannot be created through the API."))
 
     def perform_update(self, obj: Model, data: dict[str, Any], *, partial: bool) -> Model:  # type: ignore[override]
-        raise Refused("not_supported", "This resource cannot be changed through the API.")
+        raise Refused("not_supported", _("This resource cannot be changed through the API."))
 
     def perform_destroy(self, obj: Model, *, reason: str = "") -> None:  # type: ignore[override]
-        raise Refused("not_supported", "This resource cannot be deleted through the API.")
+        raise Refused("not_supported", _("This resource cannot be deleted through the API."))
 
 
 
@@ -314,4 +315,4 @@ class MeridianListDestroyViewSet(MeridianViewSetMixin, mixins.ListModelMixin, vi
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     def perform_destroy(self, obj: Model, *, reason: str = "") -> None:  # type: ignore[override]
-        raise Refused("not_supported", "This resource cannot be deleted through the API.")
+        raise Refused("not_supported", _("This resource cannot be deleted through the API."))

@@ -29,7 +29,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 PROBE_INTERVAL = 1.0  # seconds between probes, per process
 PROBE_TIMEOUT = 2  # connect_timeout of a probe (seconds, libpq's unit and minimum)
 WAIT_SLICE = 0.5  # seconds a caller waits for a pooled connection before asking whether the server is there
-REOPEN_TRIES = 10  # a pool closed under a caller's feet (see get_new_connection): tries with the next one
+REOPEN_SECONDS = 5.0  # a pool closed under a caller's feet (see get_new_connection): the next one, for this long
 
 
 class Breaker:
@@ -128,20 +128,26 @@ class DatabaseWrapper(base.DatabaseWrapper):
         return self._connection_pools[self.alias]
 
     def get_new_connection(self, conn_params):
-        pool = self.pool
-        if pool is None:
-            return super().get_new_connection(conn_params)
-        if not BREAKER.admit(lambda: self._probe(conn_params)):
-            raise self.Database.OperationalError("the database is unavailable (connections failing; probing again shortly)")
-        for _ in range(REOPEN_TRIES - 1):
+        deadline = time.monotonic() + REOPEN_SECONDS
+        while True:
             try:
-                return super().get_new_connection(conn_params)
+                return self._pooled_connection(conn_params)
             except PoolClosed:
                 # Celery's Django fixup closes a prefork worker's pool after every task
                 # (``close_pool``, from the task's thread); a thread of ours that took the old
-                # pool a moment before (a cluster's watcher, its pod scheduler) finds it closed.
-                # ``self.pool`` makes the next one.
+                # pool a moment before (a cluster's watcher, its pod scheduler) finds it closed,
+                # or closed before it was opened. ``self.pool`` makes the next one. A time
+                # bound, not a count: on a slow machine opening a pool took longer than the
+                # closer's period, and ten tries all met a closed pool.
+                if time.monotonic() >= deadline:
+                    raise
                 time.sleep(0.01)
+
+    def _pooled_connection(self, conn_params):
+        if self.pool is None:
+            return super().get_new_connection(conn_params)
+        if not BREAKER.admit(lambda: self._probe(conn_params)):
+            raise self.Database.OperationalError("the database is unavailable (connections failing; probing again shortly)")
         return super().get_new_connection(conn_params)
 
     def _probe(self, conn_params) -> bool:

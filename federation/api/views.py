@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db.models import Count, Prefetch
+from django.utils.translation import gettext as _
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -186,10 +187,10 @@ class FederatedObjectViewSet(RevisionsMixin, MeridianModelViewSet):
         partial = kwargs.get("partial", False)
         data = self.valid(SubmitSerializer, partial=partial)
         if fed.deleting:
-            raise Refused("deleting", f"{fed} is being deleted", field="object")
+            raise Refused("deleting", _("%(object)s is being deleted") % {"object": fed}, field="object")
         if "object" in data:
             if not isinstance(data["object"], Mapping):
-                raise ValidationError({"object": ["must be a Kubernetes object (a JSON/YAML mapping)"]})
+                raise ValidationError({"object": [_("must be a Kubernetes object (a JSON/YAML mapping)")]})
             if deeper_than(data["object"]):
                 raise Refused.from_errors({"object": too_deep_message()})
             obj = merge_patch(fed.template, data["object"]) if partial else copy.deepcopy(dict(data["object"]))
@@ -199,14 +200,16 @@ class FederatedObjectViewSet(RevisionsMixin, MeridianModelViewSet):
         kind, namespace, name = _identity(obj)
         errors = {}
         if kind != fed.kind:
-            errors["object.kind"] = [f"cannot change ({fed.kind} → {kind}); delete and create instead"]
+            errors["object.kind"] = [_("cannot change (%(old)s → %(new)s); delete and create instead") % {
+                "old": fed.kind, "new": kind}]
         if namespace != fed.namespace:
-            errors["object.metadata.namespace"] = [f"cannot change ({fed.namespace or '(none)'} → {namespace or '(none)'})"]
+            errors["object.metadata.namespace"] = [_("cannot change (%(old)s → %(new)s)") % {
+                "old": fed.namespace or _("(none)"), "new": namespace or _("(none)")}]
         if name != fed.name:
-            errors["object.metadata.name"] = [f"cannot change ({fed.name} → {name})"]
+            errors["object.metadata.name"] = [_("cannot change (%(old)s → %(new)s)") % {"old": fed.name, "new": name}]
         if errors:
             raise Refused.from_errors(errors)
-        fed, _ = self._submit(obj, data)
+        fed, _created = self._submit(obj, data)
         return self._detail(fed)
 
     @extend_schema(request=SubmitSerializer, responses={200: FederatedObjectDetailSerializer, 400: REFUSED})

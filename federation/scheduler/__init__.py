@@ -65,10 +65,12 @@ score and select results are shared between units with the same inputs
 (units of one policy), and ``explain=False`` skips the explanation text.
 
 The package, phase by phase (``from federation.scheduler import ...`` is the public API; the
-modules are its layout):
+modules are its layout, and a module's names without a leading underscore are what the other
+modules may import from it, the package's internal API; ``_names`` stay in their module):
 
 * ``types``: plugin and mode names, the input dataclasses and :class:`ScheduleResult`;
-* ``resources``, ``taints``, ``terms``: quantities, tolerations and cluster selector terms;
+* ``resources``, ``terms``: quantities and cluster selector terms (KubeAdmiral's reading of
+  :mod:`kube.nodeaffinity`); taints and tolerations are :mod:`kube.taints`';
 * ``context``: a unit prepared once per call; ``filters``, ``scores``, ``select``,
   ``replicas``: each phase's plugins and registry; ``profiles``: :class:`Profile` and the
   registries by phase;
@@ -80,6 +82,9 @@ modules are its layout):
 from __future__ import annotations
 
 from federation.weights import GPU_RESOURCE
+from kube.taints import NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE, TAINT_EFFECTS
+from kube.taints import taint_to_string as taint_text
+from kube.taints import tolerates_taint as tolerates
 
 from .batch import ClusterSnapshot, schedule_many
 from .filters import (
@@ -106,7 +111,6 @@ from .scores import (
     score_taint_toleration,
 )
 from .select import SELECT_PLUGINS, SelectPlugin, select_max_cluster
-from .taints import taint_text, tolerates
 from .terms import matches_terms
 from .types import (
     API_RESOURCES,
@@ -124,12 +128,8 @@ from .types import (
     MAX_CLUSTER,
     MAX_CLUSTER_SCORE,
     MEMORY,
-    NO_EXECUTE,
-    NO_SCHEDULE,
     PLACEMENT_FILTER,
-    PREFER_NO_SCHEDULE,
     SCHEDULING_MODES,
-    TAINT_EFFECTS,
     TAINT_TOLERATION,
     ClusterAffinity,
     ClusterInfo,
@@ -139,6 +139,8 @@ from .types import (
 )
 from .validation import validate_unit
 
+# Also public: names importable since the scheduler was one module (CPU, the taint effects, the
+# plugin functions and types), not in that module's __all__ then.
 __all__ = [
     "API_RESOURCES",
     "CLUSTER_AFFINITY",
@@ -148,59 +150,58 @@ __all__ = [
     "CLUSTER_RESOURCES_FIT",
     "CLUSTER_RESOURCES_LEAST_ALLOCATED",
     "CLUSTER_RESOURCES_MOST_ALLOCATED",
+    "CPU",
     "DEFAULT_PROFILE",
     "DIVIDE",
     "DUPLICATE",
+    "EPHEMERAL_STORAGE",
     "FILTER_PLUGINS",
+    "GPU_RESOURCE",
     "MAX_CLUSTER",
     "MAX_CLUSTER_SCORE",
+    "MEMORY",
+    "NO_EXECUTE",
+    "NO_SCHEDULE",
     "PLACEMENT_FILTER",
+    "PREFER_NO_SCHEDULE",
     "PROFILES",
     "REPLICAS_PLUGINS",
+    "SCHEDULING_MODES",
     "SCORE_PLUGINS",
     "SELECT_PLUGINS",
+    "TAINT_EFFECTS",
     "TAINT_TOLERATION",
     "ClusterAffinity",
     "ClusterInfo",
     "ClusterSnapshot",
+    "FilterPlugin",
     "Placement",
     "Profile",
+    "ReplicasPlugin",
     "ScheduleResult",
     "SchedulingUnit",
-    "default_normalize_score",
-    "format_amount",
-    "matches_terms",
-    "parse_resources",
-    "schedule",
-    "schedule_many",
-    "select_max_cluster",
-    "taint_text",
-    "tolerates",
-    "validate_unit",
-    # Importable since the scheduler was one module (not in its __all__ then).
-    "CPU",
-    "EPHEMERAL_STORAGE",
-    "GPU_RESOURCE",
-    "MEMORY",
-    "NO_EXECUTE",
-    "NO_SCHEDULE",
-    "PREFER_NO_SCHEDULE",
-    "SCHEDULING_MODES",
-    "TAINT_EFFECTS",
-    "FilterPlugin",
-    "ReplicasPlugin",
     "SelectPlugin",
+    "default_normalize_score",
     "filter_api_resources",
     "filter_cluster_affinity",
     "filter_cluster_ready",
     "filter_cluster_resources_fit",
     "filter_placement",
     "filter_taint_toleration",
+    "format_amount",
+    "matches_terms",
+    "parse_resources",
     "replicas_cluster_capacity_weight",
+    "schedule",
+    "schedule_many",
     "score_balanced_allocation",
     "score_cluster_affinity",
     "score_least_allocated",
     "score_most_allocated",
     "score_taint_toleration",
+    "select_max_cluster",
+    "taint_text",
+    "tolerates",
+    "validate_unit",
 ]
 

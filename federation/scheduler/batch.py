@@ -11,36 +11,36 @@ from typing import Any
 
 from federation.planner import ClusterPreference
 from kube.labels import Selector
+from kube.taints import Toleration, parse_tolerations, prefer_no_schedule_tolerations
 
-from .context import _affinity, _Context, _gvk_spellings, _placement, _score_resources
+from .context import Context, affinity_of, gvk_spellings, placement_of, score_resources
 from .explain import (
-    _DUPLICATE_LINE,
-    _explain_filters,
-    _explain_replicas,
-    _explain_result,
-    _explain_scores,
-    _explain_select,
-    _explain_sticky,
-    _fail,
-    _header,
+    DUPLICATE_LINE,
+    explain_filters,
+    explain_replicas,
+    explain_result,
+    explain_scores,
+    explain_select,
+    explain_sticky,
+    fail_result,
+    header_line,
 )
-from .filters import _filter_plugins, _filter_reasons
-from .framework import _apply_replica_plan, _keep_sticky, _replicas_skipped, schedule
-from .profiles import _PHASES, _REGISTRIES, DEFAULT_PROFILE, PROFILES, Profile
-from .replicas import _plan_replicas, _replica_inputs
+from .filters import filter_plugins, filter_reasons
+from .framework import apply_replica_plan, keep_sticky, replicas_skipped, schedule
+from .profiles import DEFAULT_PROFILE, PHASES, PROFILES, REGISTRIES, Profile
+from .replicas import plan_replicas, replica_inputs
 from .scores import SCORE_PLUGINS, default_normalize_score
-from .select import _run_select
-from .terms import _compile_preferred, _Term
+from .select import run_select
+from .terms import Term, compile_preferred
 from .types import (
     DIVIDE,
     DUPLICATE,
-    PREFER_NO_SCHEDULE,
     ClusterAffinity,
     ClusterInfo,
     Placement,
     ScheduleResult,
     SchedulingUnit,
-    _UnitError,
+    UnitError,
 )
 
 # --------------------------------------------------------------------------- batch scheduling
@@ -84,16 +84,6 @@ def _typed(value: Any) -> tuple[type, Any]:
     return (type(value), value)
 
 
-def _tolerations_key(tolerations: Sequence[Mapping[str, str]]) -> tuple[tuple[Any, ...], ...]:
-    """The four fields :func:`tolerates` reads, normalised exactly as it normalises them.
-
-    Tolerations are only ever compared for equality (never printed), so two
-    that normalise equal tolerate the same taints.
-    """
-    return tuple(
-        (t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "", t.get("effect") or "")
-        for t in tolerations
-    )
 
 
 def _request_key(request: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
@@ -201,7 +191,7 @@ def _shaped_affinity(value: Any) -> tuple[ClusterAffinity, Any, Any]:
         _sequence(value.get("preferred", value.get("preferredDuringSchedulingIgnoredDuringExecution")))
     elif value is not None and type(value) is not ClusterAffinity:
         raise _Uncacheable(value)
-    affinity = _affinity(value)
+    affinity = affinity_of(value)
     required_key = None if affinity.required is None else _freeze_json(_sequence(affinity.required, falsy_ok=False))
     preferred_key = _freeze_json(_sequence(affinity.preferred, falsy_ok=False))
     for term in affinity.required or ():
@@ -211,8 +201,10 @@ def _shaped_affinity(value: Any) -> tuple[ClusterAffinity, Any, Any]:
     return affinity, required_key, preferred_key
 
 
-def _shaped_tolerations(tolerations: Any) -> tuple[dict[str, Any], ...]:
-    """Tolerations as objects whose key, operator, value and effect are strings (or absent)."""
+def _shaped_tolerations(tolerations: Any) -> tuple[Toleration, ...]:
+    """Tolerations as objects whose key, operator, value and effect are strings (or absent), parsed
+    as matching reads them: hashable, and two that parse equal tolerate the same taints, so the
+    parsed tolerations are their own cache key."""
     shaped = tuple(_sequence(tolerations, falsy_ok=False))
     for toleration in shaped:
         if type(toleration) is not dict:
@@ -220,7 +212,7 @@ def _shaped_tolerations(tolerations: Any) -> tuple[dict[str, Any], ...]:
         for name in ("key", "operator", "value", "effect"):
             if type(toleration.get(name)) not in (str, type(None)):
                 raise _Uncacheable(toleration)
-    return shaped
+    return parse_tolerations(shaped)
 
 
 _PLACEMENT_TYPES = (Placement, ClusterPreference, dict, type(None))
@@ -234,7 +226,7 @@ def _shaped_placements(placements: Any) -> dict[str, Placement]:
     for name, value in placements.items():
         if type(name) is not str or type(value) not in _PLACEMENT_TYPES:
             raise _Uncacheable(name)
-        placement = _placement(value)
+        placement = placement_of(value)
         if (type(placement.weight) not in (int, type(None)) or type(placement.min_replicas) is not int
                 or type(placement.max_replicas) not in (int, type(None))):
             raise _Uncacheable(placement)
@@ -247,7 +239,7 @@ class _UnitInputs:
     """A unit's inputs in the shapes the caches key, and their keys."""
 
     affinity: ClusterAffinity
-    tolerations: tuple[dict[str, Any], ...]
+    tolerations: tuple[Toleration, ...]
     request: dict[str, int]
     selector: tuple[tuple[str, str], ...]
     placements: dict[str, Placement]
@@ -269,16 +261,15 @@ def _unit_inputs(unit: SchedulingUnit) -> _UnitInputs:
         raise _Uncacheable(unit)
     affinity, required_key, preferred_key = _shaped_affinity(unit.cluster_affinity)
     tolerations = _shaped_tolerations(unit.tolerations)
-    tolerations_key = _tolerations_key(tolerations)
     request = dict(unit.resource_request)
     request_key = _request_key(request)
     selector = _selector_key(unit.cluster_selector)
     placements = _shaped_placements(unit.placements)
     keys = _UnitKeys(
-        filters=(unit.gvk, tolerations_key, request_key, frozenset(placements), selector, required_key),
-        scores=(tolerations_key, request_key, preferred_key),
+        filters=(unit.gvk, tolerations, request_key, frozenset(placements), selector, required_key),
+        scores=(tolerations, request_key, preferred_key),
         select=_typed(unit.max_clusters),
-        replicas=(_placements_key(placements), tolerations_key, request_key),
+        replicas=(_placements_key(placements), tolerations, request_key),
     )
     return _UnitInputs(affinity, tolerations, request, selector, placements, required_key, preferred_key, keys)
 
@@ -335,14 +326,14 @@ class _ProfileCaches:
 #: The plugins whose inputs the snapshot's cache keys cover, as registered at import. A
 #: profile using anything else (or a plugin replaced in a registry later) is scheduled
 #: through plain :func:`schedule`, uncached.
-_BUILTIN_PLUGINS: dict[str, dict[str, Any]] = {phase: dict(registry) for phase, registry in _REGISTRIES.items()}
+_BUILTIN_PLUGINS: dict[str, dict[str, Any]] = {phase: dict(registry) for phase, registry in REGISTRIES.items()}
 
 
 def _profile_plugins(profile: Profile) -> tuple[tuple[Mapping[str, Any], str, Any], ...] | None:
     """(registry, name, built-in plugin) for every plugin of the profile; None if one is not built in."""
     plugins = []
-    for phase in _PHASES:
-        registry, builtin = _REGISTRIES[phase], _BUILTIN_PLUGINS[phase]
+    for phase in PHASES:
+        registry, builtin = REGISTRIES[phase], _BUILTIN_PLUGINS[phase]
         for name in getattr(profile, phase):
             if name not in builtin:
                 return None
@@ -424,15 +415,15 @@ class ClusterSnapshot:
         if preferred_error is not None:
             return self._fail(result, preferred_error, explain)
         if explain:
-            result.explanation.append(_header(ctx, len(self.clusters)))
+            result.explanation.append(header_line(ctx, len(self.clusters)))
         if unit.sticky_cluster and ctx.current:
-            _keep_sticky(ctx, result)
+            keep_sticky(ctx, result)
             if explain:
-                _explain_sticky(result, self.clusters)
+                explain_sticky(result, self.clusters)
             return result
         try:
             self._schedule(ctx, keys, result, explain)
-        except _UnitError as exc:
+        except UnitError as exc:
             return self._fail(result, str(exc), explain)
         return result
 
@@ -459,17 +450,17 @@ class ClusterSnapshot:
 
     def _fail(self, result: ScheduleResult, message: str, explain: bool) -> ScheduleResult:
         if explain:
-            return _fail(result, message, self.clusters)
+            return fail_result(result, message, self.clusters)
         result.error = message
         result.clusters = {}
         return result
 
     def _prepare(
         self, unit: SchedulingUnit, profile: Profile | str
-    ) -> tuple[_Context, _UnitKeys, str | None] | None:
+    ) -> tuple[Context, _UnitKeys, str | None] | None:
         """The unit's context and cache keys, or None to take the plain path.
 
-        Mirrors :func:`_prepare` with cached compilation. The plain path serves
+        Mirrors :func:`prepare` with cached compilation. The plain path serves
         exactly three cases, each named: a profile given by an unknown name, a
         profile with plugins the caches do not cover, and inputs outside the
         shapes the cache keys can key (:func:`_unit_inputs` says which, by
@@ -492,7 +483,7 @@ class ClusterSnapshot:
             return None
         return self._context(unit, prof, inputs)
 
-    def _context(self, unit: SchedulingUnit, prof: Profile, inputs: _UnitInputs) -> tuple[_Context, _UnitKeys, str | None]:
+    def _context(self, unit: SchedulingUnit, prof: Profile, inputs: _UnitInputs) -> tuple[Context, _UnitKeys, str | None]:
         current: dict[str, int | None] = dict(unit.current_clusters)
         for name, replicas in self._reported_current:
             if name not in current:
@@ -501,7 +492,7 @@ class ClusterSnapshot:
         preferred, preferred_error = self._compiled_preferred(inputs.preferred_key, affinity.preferred)
         gvk, gvk_error = self._gvk(unit.gvk)
         tolerations = inputs.tolerations
-        ctx = _Context(
+        ctx = Context(
             unit=unit,
             profile=prof,
             mode=DUPLICATE if unit.scheduling_mode == DUPLICATE or unit.desired_replicas is None else DIVIDE,
@@ -513,9 +504,9 @@ class ClusterSnapshot:
             required=None if affinity.required is None else self._compiled_required(inputs.required_key, affinity.required),
             preferred=preferred,
             tolerations=tolerations,
-            prefer_tolerations=tuple(t for t in tolerations if (t.get("effect") or "") in ("", PREFER_NO_SCHEDULE)),
+            prefer_tolerations=prefer_no_schedule_tolerations(tolerations),
             request=inputs.request,
-            score_resources=_score_resources(inputs.request),
+            score_resources=score_resources(inputs.request),
             placements=inputs.placements,
         )
         return ctx, keys, preferred_error
@@ -531,16 +522,16 @@ class ClusterSnapshot:
         known = self._gvks.get(gvk)
         if known is None:
             try:
-                known = (_gvk_spellings(gvk), None)
-            except _UnitError as exc:
+                known = (gvk_spellings(gvk), None)
+            except UnitError as exc:
                 known = (None, str(exc))
             self._gvks[gvk] = known
         return known
 
-    def _compiled_required(self, key: Any, terms: Sequence[Mapping[str, Any] | None]) -> tuple[_Term, ...]:
+    def _compiled_required(self, key: Any, terms: Sequence[Mapping[str, Any] | None]) -> tuple[Term, ...]:
         compiled = self._required.get(key)
         if compiled is None:
-            compiled = self._required.remember(key, tuple(_Term.compile(t) for t in terms))
+            compiled = self._required.remember(key, tuple(Term.compile(t) for t in terms))
         return compiled
 
     def _compiled_preferred(
@@ -549,8 +540,8 @@ class ClusterSnapshot:
         compiled = self._preferred.get(key)
         if compiled is None:
             try:
-                compiled = (_compile_preferred(preferred), None)
-            except _UnitError as exc:
+                compiled = (compile_preferred(preferred), None)
+            except UnitError as exc:
                 compiled = ((), str(exc))
             self._preferred.remember(key, compiled)
         return compiled
@@ -563,7 +554,7 @@ class ClusterSnapshot:
 
     # ------------------------------------------------------------------ phases
 
-    def _schedule(self, ctx: _Context, keys: _UnitKeys, result: ScheduleResult, explain: bool) -> None:
+    def _schedule(self, ctx: Context, keys: _UnitKeys, result: ScheduleResult, explain: bool) -> None:
         """:func:`_schedule` over cached phase results (same order of fields and lines)."""
         prof = ctx.profile
         caches = self._caches(prof)
@@ -573,31 +564,31 @@ class ClusterSnapshot:
         phases = self._phases(ctx, caches, keys, base, reasons, flipped)
         result.feasible = list(phases.feasible)
         if explain:
-            _explain_filters(result, self.clusters, prof)
+            explain_filters(result, self.clusters, prof)
         if not phases.feasible:
             if explain:
-                _explain_result(result)
+                explain_result(result)
             return
         result.scores = dict(zip(phases.scores, map(dict.copy, phases.scores.values())))
         result.total_scores = dict(phases.totals)
         if explain:
-            _explain_scores(result, prof)
+            explain_scores(result, prof)
         if phases.error is not None:
-            raise _UnitError(phases.error)
+            raise UnitError(phases.error)
         result.selected = list(phases.selected)
         result.not_selected = dict(phases.not_selected)
         if explain:
-            _explain_select(result, prof, ctx.unit.max_clusters)
+            explain_select(result, prof, ctx.unit.max_clusters)
         if ctx.mode == DUPLICATE:
             result.clusters = dict.fromkeys(result.selected)
             if explain:
-                result.explanation.append(_DUPLICATE_LINE)
+                result.explanation.append(DUPLICATE_LINE)
         else:
             self._replicas(ctx, caches, keys, result, explain)
         if explain:
-            _explain_result(result)
+            explain_result(result)
 
-    def _filter_base(self, ctx: _Context, caches: _ProfileCaches, keys: _UnitKeys) -> _FilterBase:
+    def _filter_base(self, ctx: Context, caches: _ProfileCaches, keys: _UnitKeys) -> _FilterBase:
         """Every cluster's filter reasons for a unit running nowhere, cached per filter key.
 
         With no current replicas the filter plugins read only the key's inputs
@@ -607,8 +598,8 @@ class ClusterSnapshot:
         if base is not None:
             return base
         nowhere = replace(ctx, current={}, scheduled=frozenset())
-        plugins = _filter_plugins(ctx.profile)
-        reasons = tuple(tuple(_filter_reasons(nowhere, plugins, c)) or None for c in self.clusters)
+        plugins = filter_plugins(ctx.profile)
+        reasons = tuple(tuple(filter_reasons(nowhere, plugins, c)) or None for c in self.clusters)
         base = _FilterBase(
             reasons=reasons,
             feasible=tuple(i for i, why in enumerate(reasons) if why is None),
@@ -617,7 +608,7 @@ class ClusterSnapshot:
         return caches.filters.remember(keys.filters, base)
 
     def _refilter_where_running(
-        self, ctx: _Context, base: _FilterBase
+        self, ctx: Context, base: _FilterBase
     ) -> tuple[dict[int, tuple[str, ...] | None], tuple[int, ...]]:
         """Filter the clusters the unit runs on with the real context.
 
@@ -630,8 +621,8 @@ class ClusterSnapshot:
             i = self._index.get(name)
             if i is None:
                 continue
-            plugins = plugins or _filter_plugins(ctx.profile)
-            reasons = tuple(_filter_reasons(ctx, plugins, self.clusters[i])) or None
+            plugins = plugins or filter_plugins(ctx.profile)
+            reasons = tuple(filter_reasons(ctx, plugins, self.clusters[i])) or None
             if reasons != base.reasons[i]:
                 changed[i] = reasons
         flipped = tuple(sorted(i for i, why in changed.items() if (why is None) != (base.reasons[i] is None)))
@@ -650,7 +641,7 @@ class ClusterSnapshot:
 
     def _phases(
         self,
-        ctx: _Context,
+        ctx: Context,
         caches: _ProfileCaches,
         keys: _UnitKeys,
         base: _FilterBase,
@@ -677,15 +668,15 @@ class ClusterSnapshot:
         error = None
         if feasible:
             try:
-                selected, not_selected = _run_select(ctx, names, totals)
-            except _UnitError as exc:
+                selected, not_selected = run_select(ctx, names, totals)
+            except UnitError as exc:
                 error = str(exc)
         return caches.phases.remember(key, _Phases(names, scores, totals, selected, not_selected, error))
 
     def _scores(
-        self, ctx: _Context, caches: _ProfileCaches, keys: _UnitKeys, feasible: Sequence[int]
+        self, ctx: Context, caches: _ProfileCaches, keys: _UnitKeys, feasible: Sequence[int]
     ) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
-        """:func:`_run_scores` with each cluster's raw (unnormalised) scores cached per score key."""
+        """:func:`run_scores` with each cluster's raw (unnormalised) scores cached per score key."""
         prof = ctx.profile
         plugins = [SCORE_PLUGINS[name] for name in prof.scores]
         raw = caches.raw_scores.get(keys.scores)
@@ -710,10 +701,10 @@ class ClusterSnapshot:
         return per_cluster, totals
 
     def _replicas(
-        self, ctx: _Context, caches: _ProfileCaches, keys: _UnitKeys, result: ScheduleResult, explain: bool
+        self, ctx: Context, caches: _ProfileCaches, keys: _UnitKeys, result: ScheduleResult, explain: bool
     ) -> None:
         """:func:`_replicas_phase` with the unit-independent inputs cached per chosen clusters."""
-        skipped = _replicas_skipped(ctx, bool(result.selected))
+        skipped = replicas_skipped(ctx, bool(result.selected))
         if skipped is not None:
             if explain:
                 result.explanation.append(skipped)
@@ -722,11 +713,11 @@ class ClusterSnapshot:
         inputs = caches.replicas.get(key)
         if inputs is None:
             chosen = [self.clusters[self._index[name]] for name in result.selected]
-            inputs = caches.replicas.remember(key, _replica_inputs(ctx, chosen))
-        plan_ = _plan_replicas(ctx, inputs)
-        _apply_replica_plan(result, ctx, plan_)
+            inputs = caches.replicas.remember(key, replica_inputs(ctx, chosen))
+        plan_ = plan_replicas(ctx, inputs)
+        apply_replica_plan(result, ctx, plan_)
         if explain:
-            _explain_replicas(result, ctx, plan_)
+            explain_replicas(result, ctx, plan_)
 
 
 def schedule_many(

@@ -7,15 +7,15 @@ from typing import TYPE_CHECKING
 
 from federation.weights import GPU_RESOURCE
 
-from .context import _Context
-from .replicas import _ReplicaPlan
+from .context import Context
+from .replicas import ReplicaPlan
 from .types import CLUSTER_CAPACITY_WEIGHT, CPU, DIVIDE, MAX_CLUSTER_SCORE, ClusterInfo, ScheduleResult, SchedulingUnit
 
 if TYPE_CHECKING:
     from .profiles import Profile
 
 
-def _explain_filters(result: ScheduleResult, clusters: Sequence[ClusterInfo], profile: Profile) -> None:
+def explain_filters(result: ScheduleResult, clusters: Sequence[ClusterInfo], profile: Profile) -> None:
     lines = result.explanation
     lines.append(
         f"Filter ({', '.join(profile.filters) or 'no plugins'}): "
@@ -29,7 +29,7 @@ def _explain_filters(result: ScheduleResult, clusters: Sequence[ClusterInfo], pr
             lines.append(f"  {cluster.name}: passed")
 
 
-def _explain_scores(result: ScheduleResult, profile: Profile) -> None:
+def explain_scores(result: ScheduleResult, profile: Profile) -> None:
     lines = result.explanation
     if not profile.scores:
         lines.append("Score: no score plugins; every feasible cluster scores 0.")
@@ -41,7 +41,7 @@ def _explain_scores(result: ScheduleResult, profile: Profile) -> None:
         lines.append(f"  {name}: {result.total_scores[name]} ({parts})")
 
 
-def _explain_select(result: ScheduleResult, profile: Profile, max_clusters: int | None) -> None:
+def explain_select(result: ScheduleResult, profile: Profile, max_clusters: int | None) -> None:
     lines = result.explanation
     limit = "unlimited" if max_clusters is None else str(max_clusters)
     lines.append(
@@ -52,7 +52,7 @@ def _explain_select(result: ScheduleResult, profile: Profile, max_clusters: int 
         lines.append(f"  {name}: not selected: {why}")
 
 
-def _describe_weights(plan_: _ReplicaPlan, unit: SchedulingUnit) -> str:
+def _describe_weights(plan_: ReplicaPlan, unit: SchedulingUnit) -> str:
     if plan_.source == "static":
         return "static weights from the placements"
     if plan_.source == "equal":
@@ -61,7 +61,7 @@ def _describe_weights(plan_: _ReplicaPlan, unit: SchedulingUnit) -> str:
     return f"dynamic weights from free {resource} (water level, per mille)"
 
 
-def _explain_replicas(result: ScheduleResult, ctx: _Context, plan_: _ReplicaPlan) -> None:
+def explain_replicas(result: ScheduleResult, ctx: Context, plan_: ReplicaPlan) -> None:
     lines = result.explanation
     mode = "avoiding migration" if ctx.unit.avoid_migration else "rebalancing freely"
     lines.append(f"Replicas ({CLUSTER_CAPACITY_WEIGHT}): {ctx.desired} replicas, {_describe_weights(plan_, ctx.unit)}, {mode}.")
@@ -88,7 +88,7 @@ def _explain_replicas(result: ScheduleResult, ctx: _Context, plan_: _ReplicaPlan
         lines.append(f"  {result.unplaced} replicas found no cluster with room.")
 
 
-def _explain_result(result: ScheduleResult) -> None:
+def explain_result(result: ScheduleResult) -> None:
     if not result.clusters:
         result.explanation.append("Result: no cluster.")
         return
@@ -96,17 +96,17 @@ def _explain_result(result: ScheduleResult) -> None:
     result.explanation.append(f"Result: {shown}.")
 
 
-def _explain_sticky(result: ScheduleResult, clusters: Sequence[ClusterInfo]) -> None:
+def explain_sticky(result: ScheduleResult, clusters: Sequence[ClusterInfo]) -> None:
     result.explanation.append("Sticky cluster: the unit is already placed, so it is not rescheduled.")
     for cluster in clusters:
         if cluster.name in result.clusters:
             result.explanation.append(f"  {cluster.name}: kept as is")
         else:
             result.explanation.append(f"  {cluster.name}: not considered (sticky placement)")
-    _explain_result(result)
+    explain_result(result)
 
 
-def _header(ctx: _Context, count: int) -> str:
+def header_line(ctx: Context, count: int) -> str:
     return (
         f"Scheduling {ctx.unit.key} ({ctx.mode}"
         + (f", {ctx.desired} replicas" if ctx.mode == DIVIDE else "")
@@ -114,7 +114,7 @@ def _header(ctx: _Context, count: int) -> str:
     )
 
 
-def _fail(result: ScheduleResult, message: str, clusters: Sequence[ClusterInfo]) -> ScheduleResult:
+def fail_result(result: ScheduleResult, message: str, clusters: Sequence[ClusterInfo]) -> ScheduleResult:
     result.error = message
     result.clusters = {}
     result.explanation.append(f"Error: {message}; nothing is scheduled.")
@@ -125,4 +125,4 @@ def _fail(result: ScheduleResult, message: str, clusters: Sequence[ClusterInfo])
     return result
 
 
-_DUPLICATE_LINE = "Replicas: Duplicate mode, every selected cluster gets a full copy."
+DUPLICATE_LINE = "Replicas: Duplicate mode, every selected cluster gets a full copy."

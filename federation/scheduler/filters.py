@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from .context import _Context
+from kube.taints import NO_EXECUTE, NO_SCHEDULE, find_untolerated_taint, taint_to_string
+
+from .context import Context
 from .resources import format_amount
-from .taints import _first_untolerated, taint_text
-from .terms import _match_terms
+from .terms import match_terms
 from .types import (
     API_RESOURCES,
     CLUSTER_AFFINITY,
@@ -17,8 +18,6 @@ from .types import (
     CLUSTER_RESOURCES_FIT,
     CPU,
     MEMORY,
-    NO_EXECUTE,
-    NO_SCHEDULE,
     PLACEMENT_FILTER,
     TAINT_TOLERATION,
     ClusterInfo,
@@ -28,7 +27,7 @@ if TYPE_CHECKING:
     from .profiles import Profile
 
 
-def filter_cluster_ready(ctx: _Context, cluster: ClusterInfo) -> str | None:
+def filter_cluster_ready(ctx: Context, cluster: ClusterInfo) -> str | None:
     """Unready clusters get nothing new; cordoned ones only keep what they run (see module doc)."""
     scheduled = cluster.name in ctx.scheduled
     if not cluster.ready and not scheduled:
@@ -41,7 +40,7 @@ def filter_cluster_ready(ctx: _Context, cluster: ClusterInfo) -> str | None:
     return None
 
 
-def filter_api_resources(ctx: _Context, cluster: ClusterInfo) -> str | None:
+def filter_api_resources(ctx: Context, cluster: ClusterInfo) -> str | None:
     if ctx.gvk is None:
         return ctx.gvk_error
     if cluster.api_resources is None or not ctx.gvk.isdisjoint(cluster.api_resources):
@@ -49,14 +48,14 @@ def filter_api_resources(ctx: _Context, cluster: ClusterInfo) -> str | None:
     return f"cluster does not serve {ctx.unit.gvk}"
 
 
-def filter_taint_toleration(ctx: _Context, cluster: ClusterInfo) -> str | None:
+def filter_taint_toleration(ctx: Context, cluster: ClusterInfo) -> str | None:
     """NoSchedule and NoExecute must be tolerated; only NoExecute once the unit runs there (upstream)."""
     effects = (NO_EXECUTE,) if cluster.name in ctx.scheduled else (NO_SCHEDULE, NO_EXECUTE)
-    taint = _first_untolerated(cluster.taints, ctx.tolerations, effects)
-    return None if taint is None else f"untolerated taint {taint_text(taint)}"
+    taint = find_untolerated_taint(cluster.taints, ctx.tolerations, effects)
+    return None if taint is None else f"untolerated taint {taint_to_string(taint)}"
 
 
-def filter_cluster_resources_fit(ctx: _Context, cluster: ClusterInfo) -> str | None:
+def filter_cluster_resources_fit(ctx: Context, cluster: ClusterInfo) -> str | None:
     """One replica must fit in the free resources.
 
     Skipped where the unit already runs: the cluster's free resources do not
@@ -79,19 +78,19 @@ def filter_cluster_resources_fit(ctx: _Context, cluster: ClusterInfo) -> str | N
     return ", ".join(problems) or None
 
 
-def filter_placement(ctx: _Context, cluster: ClusterInfo) -> str | None:
+def filter_placement(ctx: Context, cluster: ClusterInfo) -> str | None:
     if not ctx.placements or cluster.name in ctx.placements:
         return None
     return "cluster is not in the placement list"
 
 
-def filter_cluster_affinity(ctx: _Context, cluster: ClusterInfo) -> str | None:
+def filter_cluster_affinity(ctx: Context, cluster: ClusterInfo) -> str | None:
     for key, value in ctx.selector:
         if cluster.labels.get(key) != value:
             wanted = ",".join(f"{k}={v}" for k, v in ctx.selector)
             return f"cluster labels do not match clusterSelector {wanted}"
     if ctx.required is not None:
-        matched, error = _match_terms(ctx.required, cluster)
+        matched, error = match_terms(ctx.required, cluster)
         if error is not None:
             return f"invalid required cluster affinity: {error}"
         if not matched:
@@ -99,7 +98,7 @@ def filter_cluster_affinity(ctx: _Context, cluster: ClusterInfo) -> str | None:
     return None
 
 
-FilterPlugin = Callable[[_Context, ClusterInfo], "str | None"]
+FilterPlugin = Callable[[Context, ClusterInfo], "str | None"]
 
 FILTER_PLUGINS: dict[str, FilterPlugin] = {
     CLUSTER_READY: filter_cluster_ready,
@@ -111,11 +110,11 @@ FILTER_PLUGINS: dict[str, FilterPlugin] = {
 }
 
 
-def _filter_plugins(profile: Profile) -> list[tuple[str, FilterPlugin]]:
+def filter_plugins(profile: Profile) -> list[tuple[str, FilterPlugin]]:
     return [(name, FILTER_PLUGINS[name]) for name in profile.filters]
 
 
-def _filter_reasons(ctx: _Context, plugins: Sequence[tuple[str, FilterPlugin]], cluster: ClusterInfo) -> list[str]:
+def filter_reasons(ctx: Context, plugins: Sequence[tuple[str, FilterPlugin]], cluster: ClusterInfo) -> list[str]:
     """Every failing filter's reason for one cluster, prefixed by the plugin name (empty = passes)."""
     reasons = []
     for name, plugin in plugins:
@@ -125,12 +124,12 @@ def _filter_reasons(ctx: _Context, plugins: Sequence[tuple[str, FilterPlugin]], 
     return reasons
 
 
-def _run_filters(ctx: _Context, clusters: Sequence[ClusterInfo]) -> tuple[list[ClusterInfo], dict[str, list[str]]]:
-    plugins = _filter_plugins(ctx.profile)
+def run_filters(ctx: Context, clusters: Sequence[ClusterInfo]) -> tuple[list[ClusterInfo], dict[str, list[str]]]:
+    plugins = filter_plugins(ctx.profile)
     feasible: list[ClusterInfo] = []
     filtered: dict[str, list[str]] = {}
     for cluster in clusters:
-        reasons = _filter_reasons(ctx, plugins, cluster)
+        reasons = filter_reasons(ctx, plugins, cluster)
         if reasons:
             filtered[cluster.name] = reasons
         else:

@@ -4,33 +4,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .context import _Context, _prepare
+from .context import Context, prepare
 from .explain import (
-    _DUPLICATE_LINE,
-    _explain_filters,
-    _explain_replicas,
-    _explain_result,
-    _explain_scores,
-    _explain_select,
-    _explain_sticky,
-    _fail,
-    _header,
+    DUPLICATE_LINE,
+    explain_filters,
+    explain_replicas,
+    explain_result,
+    explain_scores,
+    explain_select,
+    explain_sticky,
+    fail_result,
+    header_line,
 )
-from .filters import _run_filters
-from .profiles import DEFAULT_PROFILE, Profile, _resolve_profile
-from .replicas import REPLICAS_PLUGINS, _ReplicaPlan
-from .scores import _run_scores
-from .select import _run_select
-from .types import DUPLICATE, ClusterInfo, ScheduleResult, SchedulingUnit, _UnitError
+from .filters import run_filters
+from .profiles import DEFAULT_PROFILE, Profile, resolve_profile
+from .replicas import REPLICAS_PLUGINS, ReplicaPlan
+from .scores import run_scores
+from .select import run_select
+from .types import DUPLICATE, ClusterInfo, ScheduleResult, SchedulingUnit, UnitError
 
 
-def _sticky(ctx: _Context, clusters: Sequence[ClusterInfo], result: ScheduleResult) -> None:
+def _sticky(ctx: Context, clusters: Sequence[ClusterInfo], result: ScheduleResult) -> None:
     """Sticky units keep their current clusters untouched (upstream does not reschedule them)."""
-    _keep_sticky(ctx, result)
-    _explain_sticky(result, clusters)
+    keep_sticky(ctx, result)
+    explain_sticky(result, clusters)
 
 
-def _keep_sticky(ctx: _Context, result: ScheduleResult) -> None:
+def keep_sticky(ctx: Context, result: ScheduleResult) -> None:
     result.sticky = True
     for name, replicas in ctx.current.items():
         result.clusters[name] = None if ctx.mode == DUPLICATE else replicas
@@ -54,58 +54,58 @@ def schedule(
         raise ValueError("cluster names must be unique")
     result = ScheduleResult(profile=getattr(profile, "name", str(profile)))
     try:
-        prof = _resolve_profile(profile)
-        ctx = _prepare(unit, prof, clusters)
-    except _UnitError as exc:
-        return _fail(result, str(exc), clusters)
-    result.explanation.append(_header(ctx, len(clusters)))
+        prof = resolve_profile(profile)
+        ctx = prepare(unit, prof, clusters)
+    except UnitError as exc:
+        return fail_result(result, str(exc), clusters)
+    result.explanation.append(header_line(ctx, len(clusters)))
     if unit.sticky_cluster and ctx.current:
         _sticky(ctx, clusters, result)
         return result
     try:
         _schedule(ctx, clusters, result)
-    except _UnitError as exc:
-        return _fail(result, str(exc), clusters)
+    except UnitError as exc:
+        return fail_result(result, str(exc), clusters)
     return result
 
 
-def _schedule(ctx: _Context, clusters: Sequence[ClusterInfo], result: ScheduleResult) -> None:
+def _schedule(ctx: Context, clusters: Sequence[ClusterInfo], result: ScheduleResult) -> None:
     prof = ctx.profile
-    feasible, result.filtered = _run_filters(ctx, clusters)
+    feasible, result.filtered = run_filters(ctx, clusters)
     result.feasible = [c.name for c in feasible]
-    _explain_filters(result, clusters, prof)
+    explain_filters(result, clusters, prof)
     if not feasible:
-        _explain_result(result)
+        explain_result(result)
         return
 
-    result.scores, result.total_scores = _run_scores(ctx, feasible)
-    _explain_scores(result, prof)
+    result.scores, result.total_scores = run_scores(ctx, feasible)
+    explain_scores(result, prof)
 
-    result.selected, result.not_selected = _run_select(ctx, result.feasible, result.total_scores)
-    _explain_select(result, prof, ctx.unit.max_clusters)
+    result.selected, result.not_selected = run_select(ctx, result.feasible, result.total_scores)
+    explain_select(result, prof, ctx.unit.max_clusters)
 
     if ctx.mode == DUPLICATE:
         result.clusters = dict.fromkeys(result.selected)
-        result.explanation.append(_DUPLICATE_LINE)
-        _explain_result(result)
+        result.explanation.append(DUPLICATE_LINE)
+        explain_result(result)
         return
     _replicas_phase(ctx, feasible, result)
-    _explain_result(result)
+    explain_result(result)
 
 
-def _replicas_phase(ctx: _Context, feasible: Sequence[ClusterInfo], result: ScheduleResult) -> None:
+def _replicas_phase(ctx: Context, feasible: Sequence[ClusterInfo], result: ScheduleResult) -> None:
     by_name = {c.name: c for c in feasible}
     chosen = [by_name[name] for name in result.selected]
-    skipped = _replicas_skipped(ctx, bool(chosen))
+    skipped = replicas_skipped(ctx, bool(chosen))
     if skipped is not None:
         result.explanation.append(skipped)
         return
     plan_ = REPLICAS_PLUGINS[ctx.profile.replicas[0]](ctx, chosen)
-    _apply_replica_plan(result, ctx, plan_)
-    _explain_replicas(result, ctx, plan_)
+    apply_replica_plan(result, ctx, plan_)
+    explain_replicas(result, ctx, plan_)
 
 
-def _replicas_skipped(ctx: _Context, any_chosen: bool) -> str | None:
+def replicas_skipped(ctx: Context, any_chosen: bool) -> str | None:
     """Why the replicas phase places nothing (the explanation line), or None when it runs."""
     if not any_chosen:
         return "Replicas: no cluster selected."
@@ -116,7 +116,7 @@ def _replicas_skipped(ctx: _Context, any_chosen: bool) -> str | None:
     return None
 
 
-def _apply_replica_plan(result: ScheduleResult, ctx: _Context, plan_: _ReplicaPlan) -> None:
+def apply_replica_plan(result: ScheduleResult, ctx: Context, plan_: ReplicaPlan) -> None:
     result.weights = dict(plan_.weights)
     result.weights_source = plan_.source
     result.estimated_capacity = dict(plan_.estimated_capacity)

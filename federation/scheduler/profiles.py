@@ -21,10 +21,10 @@ from .types import (
     MAX_CLUSTER,
     PLACEMENT_FILTER,
     TAINT_TOLERATION,
-    _UnitError,
+    UnitError,
 )
 
-_PHASES = ("filters", "scores", "select", "replicas")
+PHASES = ("filters", "scores", "select", "replicas")
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,9 @@ class Profile:
     estimate_capacity: bool = True
 
     def __post_init__(self) -> None:
-        for phase in _PHASES:
+        for phase in PHASES:
             names = tuple(getattr(self, phase))
-            registry = _REGISTRIES[phase]
+            registry = REGISTRIES[phase]
             for plugin in names:
                 if plugin not in registry:
                     raise ValueError(f"profile {self.name!r}: unknown {phase} plugin {plugin!r}")
@@ -81,7 +81,7 @@ class Profile:
         enabled = enabled or {}
         disabled = disabled or {}
         values: dict[str, Any] = {}
-        for phase in _PHASES:
+        for phase in PHASES:
             drop = set(disabled.get(phase, ()))
             kept = [] if "*" in drop else [p for p in getattr(self, phase) if p not in drop]
             values[phase] = tuple(kept) + tuple(enabled.get(phase, ()))
@@ -91,7 +91,7 @@ class Profile:
         return Profile(name=name, **values)
 
 
-_REGISTRIES: dict[str, Mapping[str, Any]] = {
+REGISTRIES: dict[str, Mapping[str, Any]] = {
     "filters": FILTER_PLUGINS,
     "scores": SCORE_PLUGINS,
     "select": SELECT_PLUGINS,
@@ -111,9 +111,9 @@ DEFAULT_PROFILE = Profile(
 PROFILES: dict[str, Profile] = {DEFAULT_PROFILE.name: DEFAULT_PROFILE}
 
 
-def _resolve_profile(profile: Profile | str) -> Profile:
+def resolve_profile(profile: Profile | str) -> Profile:
     if isinstance(profile, Profile):
         return profile
     if profile in PROFILES:
         return PROFILES[profile]
-    raise _UnitError(f"unknown scheduling profile {profile!r}")
+    raise UnitError(f"unknown scheduling profile {profile!r}")

@@ -9,15 +9,15 @@ from dataclasses import dataclass
 
 from federation.planner import ClusterPreference, plan
 from federation.weights import GPU_RESOURCE, dynamic_weights
+from kube.taints import NO_SCHEDULE, find_untolerated_taint
 
-from .context import _Context
-from .resources import _whole_units
-from .taints import _first_untolerated
-from .types import CLUSTER_CAPACITY_WEIGHT, CPU, NO_SCHEDULE, ClusterInfo, Placement
+from .context import Context
+from .resources import whole_units
+from .types import CLUSTER_CAPACITY_WEIGHT, CPU, ClusterInfo, Placement
 
 
 @dataclass
-class _ReplicaPlan:
+class ReplicaPlan:
     replicas: dict[str, int]
     weights: dict[str, int]
     source: str
@@ -26,7 +26,7 @@ class _ReplicaPlan:
     capped: dict[str, str]
 
 
-def _scheduling_weights(ctx: _Context, clusters: Sequence[ClusterInfo]) -> tuple[dict[str, int], str]:
+def _scheduling_weights(ctx: Context, clusters: Sequence[ClusterInfo]) -> tuple[dict[str, int], str]:
     """Static placement weights, else water-level weights, else equal (upstream rsp)."""
     static = {name: p.weight for name, p in ctx.placements.items() if p.weight is not None}
     if static:
@@ -37,8 +37,8 @@ def _scheduling_weights(ctx: _Context, clusters: Sequence[ClusterInfo]) -> tuple
     rows = []
     for c in clusters:
         if resource == CPU:
-            alloc = {CPU: _whole_units(c.allocatable[CPU])} if CPU in c.allocatable else {}
-            avail = {CPU: _whole_units(c.available[CPU])} if CPU in c.available else {}
+            alloc = {CPU: whole_units(c.allocatable[CPU])} if CPU in c.allocatable else {}
+            avail = {CPU: whole_units(c.available[CPU])} if CPU in c.available else {}
         else:
             alloc = {resource: c.allocatable[resource]} if resource in c.allocatable else {}
             avail = {resource: c.available[resource]} if resource in c.available else {}
@@ -46,7 +46,7 @@ def _scheduling_weights(ctx: _Context, clusters: Sequence[ClusterInfo]) -> tuple
     return dynamic_weights(rows, resource=resource), "dynamic"
 
 
-def _estimated_capacity(ctx: _Context, cluster: ClusterInfo, current: int) -> int | None:
+def _estimated_capacity(ctx: Context, cluster: ClusterInfo, current: int) -> int | None:
     """Replicas the cluster could run: today's plus what its free resources hold."""
     room = None
     for resource, wanted in ctx.request.items():
@@ -57,7 +57,7 @@ def _estimated_capacity(ctx: _Context, cluster: ClusterInfo, current: int) -> in
 
 
 @dataclass
-class _ReplicaInputs:
+class ReplicaInputs:
     """The replicas phase's inputs that do not depend on where the unit runs today.
 
     They depend on the chosen clusters (in order), the placements, the
@@ -77,7 +77,7 @@ class _ReplicaInputs:
     rooms: dict[str, int]
 
 
-def _replica_inputs(ctx: _Context, clusters: Sequence[ClusterInfo]) -> _ReplicaInputs:
+def replica_inputs(ctx: Context, clusters: Sequence[ClusterInfo]) -> ReplicaInputs:
     weights, source = _scheduling_weights(ctx, clusters)
     preferences: dict[str, ClusterPreference] = {}
     held: list[tuple[str, str, ClusterPreference]] = []
@@ -90,7 +90,7 @@ def _replica_inputs(ctx: _Context, clusters: Sequence[ClusterInfo]) -> _ReplicaI
             max_replicas=placement.max_replicas,
         )
         preferences[cluster.name] = preference
-        if _first_untolerated(cluster.taints, ctx.tolerations, (NO_SCHEDULE,)) is not None:
+        if find_untolerated_taint(cluster.taints, ctx.tolerations, (NO_SCHEDULE,)) is not None:
             held.append((cluster.name, "untolerated NoSchedule taint", preference))
         elif cluster.cordoned:
             held.append((cluster.name, "cordoned", preference))
@@ -98,10 +98,10 @@ def _replica_inputs(ctx: _Context, clusters: Sequence[ClusterInfo]) -> _ReplicaI
             room = _estimated_capacity(ctx, cluster, 0)
             if room is not None:
                 rooms[cluster.name] = room
-    return _ReplicaInputs([c.name for c in clusters], weights, source, preferences, held, rooms)
+    return ReplicaInputs([c.name for c in clusters], weights, source, preferences, held, rooms)
 
 
-def _plan_replicas(ctx: _Context, inputs: _ReplicaInputs) -> _ReplicaPlan:
+def plan_replicas(ctx: Context, inputs: ReplicaInputs) -> ReplicaPlan:
     """Apply today's replicas to the shared inputs (caps of held clusters, capacities) and plan."""
     total = ctx.desired
     current = {name: (total if replicas is None else replicas) for name, replicas in ctx.current.items()}
@@ -125,14 +125,14 @@ def _plan_replicas(ctx: _Context, inputs: _ReplicaInputs) -> _ReplicaPlan:
         preferences, total, inputs.names, current, estimates, {},
         key=ctx.unit.key, avoid_migration=ctx.unit.avoid_migration,
     )
-    return _ReplicaPlan(planned, inputs.weights, inputs.source, estimates, overflow, capped)
+    return ReplicaPlan(planned, inputs.weights, inputs.source, estimates, overflow, capped)
 
 
-def replicas_cluster_capacity_weight(ctx: _Context, clusters: Sequence[ClusterInfo]) -> _ReplicaPlan:
+def replicas_cluster_capacity_weight(ctx: Context, clusters: Sequence[ClusterInfo]) -> ReplicaPlan:
     """Upstream ``ClusterCapacityWeight``: weights + min/max + capacity into the Spread planner."""
-    return _plan_replicas(ctx, _replica_inputs(ctx, clusters))
+    return plan_replicas(ctx, replica_inputs(ctx, clusters))
 
 
-ReplicasPlugin = Callable[[_Context, Sequence[ClusterInfo]], _ReplicaPlan]
+ReplicasPlugin = Callable[[Context, Sequence[ClusterInfo]], ReplicaPlan]
 
 REPLICAS_PLUGINS: dict[str, ReplicasPlugin] = {CLUSTER_CAPACITY_WEIGHT: replicas_cluster_capacity_weight}

@@ -6,16 +6,16 @@ from collections.abc import Mapping
 
 from kube.quantity import BINARY_SI, Quantity, parse_quantity
 
-from .types import _BYTE_RESOURCES, CPU
+from .types import BYTE_RESOURCES, CPU
 
 
-def _go_div(a: int, b: int) -> int:
+def go_div(a: int, b: int) -> int:
     """Integer division truncating toward zero, like Go's ``/`` on int64."""
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b > 0) else -q
 
 
-def _whole_units(milli: int) -> int:
+def whole_units(milli: int) -> int:
     """Millicores to whole cores rounded away from zero, like ``Quantity.Value()``.
 
     Upstream weighs clusters by whole cores; rounding the same way keeps our
@@ -29,7 +29,7 @@ def format_amount(resource: str, amount: int) -> str:
     """An amount in the module's units as a Kubernetes quantity string ("500m", "2Gi")."""
     if resource == CPU:
         return str(Quantity.from_milli(amount))
-    if resource in _BYTE_RESOURCES or resource.startswith("hugepages-"):
+    if resource in BYTE_RESOURCES or resource.startswith("hugepages-"):
         return str(Quantity.from_int(amount, BINARY_SI))
     return str(Quantity.from_int(amount))
 

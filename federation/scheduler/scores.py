@@ -7,42 +7,39 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .context import _Context
-from .resources import _go_div
-from .taints import _tolerated
+from kube.taints import count_intolerable_prefer_no_schedule
+
+from .context import Context
+from .resources import go_div
 from .types import (
     CLUSTER_AFFINITY,
     CLUSTER_RESOURCES_BALANCED_ALLOCATION,
     CLUSTER_RESOURCES_LEAST_ALLOCATED,
     CLUSTER_RESOURCES_MOST_ALLOCATED,
     MAX_CLUSTER_SCORE,
-    PREFER_NO_SCHEDULE,
     TAINT_TOLERATION,
     ClusterInfo,
 )
 
 
-def _allocatable_and_requested(ctx: _Context, cluster: ClusterInfo, resource: str) -> tuple[int, int]:
+def _allocatable_and_requested(ctx: Context, cluster: ClusterInfo, resource: str) -> tuple[int, int]:
     """(allocatable, already requested + one replica), upstream ``calculateResourceAllocatableRequest``."""
     total = cluster.allocatable.get(resource, 0)
     used = total - cluster.available.get(resource, 0)
     return total, used + ctx.request.get(resource, 0)
 
 
-def score_taint_toleration(ctx: _Context, cluster: ClusterInfo) -> int:
+def score_taint_toleration(ctx: Context, cluster: ClusterInfo) -> int:
     """How many PreferNoSchedule taints are not tolerated (reversed when normalised)."""
-    return sum(
-        1 for taint in cluster.taints
-        if taint.get("effect") == PREFER_NO_SCHEDULE and not _tolerated(ctx.prefer_tolerations, taint)
-    )
+    return count_intolerable_prefer_no_schedule(cluster.taints, ctx.prefer_tolerations)
 
 
-def score_cluster_affinity(ctx: _Context, cluster: ClusterInfo) -> int:
+def score_cluster_affinity(ctx: Context, cluster: ClusterInfo) -> int:
     """Sum of the weights of matching preferred terms."""
     return sum(weight for weight, selector in ctx.preferred if selector.matches(cluster.labels))
 
 
-def score_balanced_allocation(ctx: _Context, cluster: ClusterInfo) -> int:
+def score_balanced_allocation(ctx: Context, cluster: ClusterInfo) -> int:
     """100 × (1 − standard deviation of the requested fractions); 0 if anything would be full."""
     fractions = []
     for resource, _ in ctx.score_resources:
@@ -60,33 +57,33 @@ def score_balanced_allocation(ctx: _Context, cluster: ClusterInfo) -> int:
     return int((1 - std) * MAX_CLUSTER_SCORE)
 
 
-def _weighted_resource_score(ctx: _Context, cluster: ClusterInfo, per_resource: Callable[[int, int], int]) -> int:
+def _weighted_resource_score(ctx: Context, cluster: ClusterInfo, per_resource: Callable[[int, int], int]) -> int:
     score = weight_sum = 0
     for resource, weight in ctx.score_resources:
         total, wanted = _allocatable_and_requested(ctx, cluster, resource)
         score += per_resource(wanted, total) * weight
         weight_sum += weight
-    return _go_div(score, weight_sum) if weight_sum else 0
+    return go_div(score, weight_sum) if weight_sum else 0
 
 
 def _least_requested(requested: int, capacity: int) -> int:
     if capacity == 0 or requested > capacity:
         return 0
-    return _go_div((capacity - requested) * MAX_CLUSTER_SCORE, capacity)
+    return go_div((capacity - requested) * MAX_CLUSTER_SCORE, capacity)
 
 
 def _most_requested(requested: int, capacity: int) -> int:
     if capacity == 0 or requested > capacity:
         return 0
-    return _go_div(requested * MAX_CLUSTER_SCORE, capacity)
+    return go_div(requested * MAX_CLUSTER_SCORE, capacity)
 
 
-def score_least_allocated(ctx: _Context, cluster: ClusterInfo) -> int:
+def score_least_allocated(ctx: Context, cluster: ClusterInfo) -> int:
     """Favours the emptiest clusters (spreads load)."""
     return _weighted_resource_score(ctx, cluster, _least_requested)
 
 
-def score_most_allocated(ctx: _Context, cluster: ClusterInfo) -> int:
+def score_most_allocated(ctx: Context, cluster: ClusterInfo) -> int:
     """Favours the fullest clusters (bin-packs); off by default like upstream."""
     return _weighted_resource_score(ctx, cluster, _most_requested)
 
@@ -100,27 +97,27 @@ def default_normalize_score(scores: dict[str, int], reverse: bool, max_priority:
                 scores[name] = max_priority
         return
     for name, score in scores.items():
-        score = _go_div(max_priority * score, highest)
+        score = go_div(max_priority * score, highest)
         scores[name] = max_priority - score if reverse else score
 
 
 @dataclass(frozen=True)
-class _ScorePlugin:
-    score: Callable[[_Context, ClusterInfo], int]
+class ScorePlugin:
+    score: Callable[[Context, ClusterInfo], int]
     normalize: bool = False
     reverse: bool = False
 
 
-SCORE_PLUGINS: dict[str, _ScorePlugin] = {
-    TAINT_TOLERATION: _ScorePlugin(score_taint_toleration, normalize=True, reverse=True),
-    CLUSTER_RESOURCES_BALANCED_ALLOCATION: _ScorePlugin(score_balanced_allocation),
-    CLUSTER_RESOURCES_LEAST_ALLOCATED: _ScorePlugin(score_least_allocated),
-    CLUSTER_RESOURCES_MOST_ALLOCATED: _ScorePlugin(score_most_allocated),
-    CLUSTER_AFFINITY: _ScorePlugin(score_cluster_affinity, normalize=True),
+SCORE_PLUGINS: dict[str, ScorePlugin] = {
+    TAINT_TOLERATION: ScorePlugin(score_taint_toleration, normalize=True, reverse=True),
+    CLUSTER_RESOURCES_BALANCED_ALLOCATION: ScorePlugin(score_balanced_allocation),
+    CLUSTER_RESOURCES_LEAST_ALLOCATED: ScorePlugin(score_least_allocated),
+    CLUSTER_RESOURCES_MOST_ALLOCATED: ScorePlugin(score_most_allocated),
+    CLUSTER_AFFINITY: ScorePlugin(score_cluster_affinity, normalize=True),
 }
 
 
-def _run_scores(ctx: _Context, clusters: Sequence[ClusterInfo]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+def run_scores(ctx: Context, clusters: Sequence[ClusterInfo]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
     per_cluster: dict[str, dict[str, int]] = {c.name: {} for c in clusters}
     totals = dict.fromkeys(per_cluster, 0)
     for name in ctx.profile.scores:

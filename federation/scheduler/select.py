@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from .context import _Context
-from .types import MAX_CLUSTER, _UnitError
+from .context import Context
+from .types import MAX_CLUSTER, UnitError
 
 
 def select_max_cluster(
-    ctx: _Context, ranked: list[str], totals: Mapping[str, int]
+    ctx: Context, ranked: list[str], totals: Mapping[str, int]
 ) -> tuple[list[str], dict[str, str]]:
     """Keep the ``max_clusters`` best clusters (score descending, then name)."""
     limit = ctx.unit.max_clusters
     if limit is not None and limit < 0:
-        raise _UnitError("MaxCluster: max clusters is less than 0")
+        raise UnitError("MaxCluster: max clusters is less than 0")
     ordered = sorted(ranked, key=lambda name: (-totals.get(name, 0), name))
     if limit is None or limit >= len(ordered):
         return ordered, {}
@@ -30,12 +30,12 @@ def select_max_cluster(
     return kept, reasons
 
 
-SelectPlugin = Callable[[_Context, list[str], Mapping[str, int]], tuple[list[str], dict[str, str]]]
+SelectPlugin = Callable[[Context, list[str], Mapping[str, int]], tuple[list[str], dict[str, str]]]
 
 SELECT_PLUGINS: dict[str, SelectPlugin] = {MAX_CLUSTER: select_max_cluster}
 
 
-def _run_select(ctx: _Context, names: list[str], totals: Mapping[str, int]) -> tuple[list[str], dict[str, str]]:
+def run_select(ctx: Context, names: list[str], totals: Mapping[str, int]) -> tuple[list[str], dict[str, str]]:
     selected, cut = list(names), {}
     for name in ctx.profile.select:
         selected, more = SELECT_PLUGINS[name](ctx, selected, totals)

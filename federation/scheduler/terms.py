@@ -1,119 +1,174 @@
-"""Cluster selector terms (``ClusterAffinity``): compiled once per unit, matched per cluster."""
+"""Cluster selector terms (``ClusterAffinity``) as KubeAdmiral reads them (``pkg/util/clusterselector``).
+
+The terms are Kubernetes' node selector terms (:mod:`kube.nodeaffinity`: the operators, the
+requirement rules, ``metadata.name`` as the one field, terms ORed, an empty term matching nothing)
+matched against a member cluster's name and labels.  What is KubeAdmiral's own lives here:
+
+* an error is the unit's, in KubeAdmiral's words and without a field path (``"Sometimes" is not a
+  valid cluster selector operator``, ``labels.NewRequirement``'s text for the rest), and the first
+  broken term the search reaches stops it; a term's ``matchFields`` only count once its labels
+  matched (``MatchClusterSelectorTerms``), where Kubernetes ignores broken terms when another one
+  matches;
+* preferred terms read only their ``matchExpressions``, and an empty one matches nothing
+  (``ClusterAffinity.Score``), where Kubernetes skips empty terms and reads ``matchFields`` too.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kube.labels import Operator, Requirement, Selector, SelectorError
+from kube.field import aggregate, go_quote
+from kube.labels import Requirement, Selector
+from kube.nodeaffinity import (
+    FieldRequirement,
+    NodeSelectorTerm,
+    field_selector_requirement,
+    is_empty_term,
+    node_selector_requirement,
+)
 
-from .types import ClusterInfo, _UnitError
+from .types import ClusterInfo, UnitError
 
-_SELECTOR_OPERATORS = {
-    "In": Operator.IN,
-    "NotIn": Operator.NOT_IN,
-    "Exists": Operator.EXISTS,
-    "DoesNotExist": Operator.DOES_NOT_EXIST,
-    "Gt": Operator.GREATER_THAN,
-    "Lt": Operator.LESS_THAN,
-}
+__all__ = ["Term", "compile_preferred", "expressions_selector", "match_terms", "matches_terms", "preference_selector"]
 
 
-def _expressions_selector(expressions: Sequence[Mapping[str, Any]]) -> Selector:
-    """Upstream ``ClusterSelectorRequirementsAsSelector``: no expressions select nothing."""
+def _quoted(value: Any) -> str:
+    """Go's ``%q`` of an operator (a missing one is ``""``)."""
+    return go_quote("" if value is None else str(value))
+
+
+def _requirement(expr: Any) -> Requirement:
+    if not isinstance(expr, Mapping):
+        raise UnitError("a match expression must be an object with key, operator and values")
+    requirement, errors = node_selector_requirement(expr)
+    if requirement is not None:
+        return requirement
+    if errors[0].field == "operator":
+        raise UnitError(f"{_quoted(expr.get('operator'))} is not a valid cluster selector operator")
+    raise UnitError(aggregate(errors))
+
+
+def expressions_selector(expressions: Sequence[Any]) -> Selector:
+    """``ClusterSelectorRequirementsAsSelector``: the first error raised; no expressions select nothing."""
     if not expressions:
         return Selector.nothing()
-    requirements = []
-    for expr in expressions:
-        if not isinstance(expr, Mapping):
-            raise _UnitError("a match expression must be an object with key, operator and values")
-        operator = _SELECTOR_OPERATORS.get(expr.get("operator"))  # type: ignore[arg-type]
-        if operator is None:
-            raise _UnitError(f"{expr.get('operator')!r} is not a valid cluster selector operator")
-        try:
-            requirements.append(Requirement(expr.get("key"), operator, tuple(expr.get("values") or ())))
-        except (SelectorError, TypeError) as exc:
-            raise _UnitError(str(exc)) from exc
-    return Selector(requirements)
+    return Selector([_requirement(expr) for expr in expressions])
 
 
-def _fields_check(fields: Sequence[Mapping[str, Any]]) -> Callable[[str], bool]:
-    """Upstream ``ClusterSelectorRequirementsAsFieldSelector`` over ``metadata.name``."""
-    checks: list[tuple[str, str, bool]] = []
-    for expr in fields:
-        if not isinstance(expr, Mapping):
-            raise _UnitError("a match field must be an object with key, operator and values")
-        operator, values = expr.get("operator"), list(expr.get("values") or ())
-        if operator not in ("In", "NotIn"):
-            raise _UnitError(f"{operator!r} is not a valid cluster field selector operator")
-        if len(values) != 1:
-            raise _UnitError(f"unexpected number of value ({len(values)}) for cluster field selector operator {operator!r}")
-        checks.append((str(expr.get("key")), values[0], operator == "In"))
+def _field_requirement(expr: Any) -> FieldRequirement:
+    if not isinstance(expr, Mapping):
+        raise UnitError("a match field must be an object with key, operator and values")
+    requirement, errors = field_selector_requirement(expr)
+    if requirement is not None:
+        return requirement
+    operator = _quoted(expr.get("operator"))
+    if errors[0].field == "operator":
+        raise UnitError(f"{operator} is not a valid cluster field selector operator")
+    if errors[0].field == "values":
+        raise UnitError(f"unexpected number of value ({len(errors[0].bad_value)}) for cluster field selector operator {operator}")
+    raise UnitError(aggregate(errors))
 
-    def matches(name: str) -> bool:
-        known = {"metadata.name": name}
-        return all((known.get(key, "") == value) == equal for key, value, equal in checks)
 
-    return matches
+def _fields(expressions: Sequence[Any]) -> tuple[FieldRequirement, ...]:
+    """``ClusterSelectorRequirementsAsFieldSelector`` over ``metadata.name``."""
+    return tuple(_field_requirement(expr) for expr in expressions)
+
+
+def _list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def _compiled(compile_part: Any, part: Sequence[Any]) -> tuple[Any, str | None]:
+    """``compile_part(part)`` and no error, or no result and the unit error it raised."""
+    try:
+        return compile_part(part), None
+    except UnitError as exc:
+        return None, str(exc)
 
 
 @dataclass(frozen=True)
-class _Term:
-    """A compiled cluster selector term; ``error`` makes it (and later terms) fail like upstream."""
+class Term:
+    """A compiled cluster selector term: ``selector`` is None for an empty term (it matches
+    nothing); a part that failed to compile keeps its error and never matches."""
 
-    selector: Selector | None = None
-    fields: Callable[[str], bool] | None = None
-    empty: bool = False
-    error: str | None = None
+    selector: NodeSelectorTerm | None = None
+    label_error: str | None = None
+    field_error: str | None = None
+
+    @property
+    def error(self) -> str | None:
+        return self.label_error or self.field_error
+
+    @property
+    def empty(self) -> bool:
+        return self.selector is None and self.error is None
 
     @classmethod
-    def compile(cls, term: Mapping[str, Any] | None) -> _Term:
-        term = term or {}
-        expressions = term.get("matchExpressions") or []
-        fields = term.get("matchFields") or []
-        if not expressions and not fields:
-            return cls(empty=True)
-        try:
-            selector = _expressions_selector(expressions) if expressions else None
-            checks = _fields_check(fields) if fields else None
-        except _UnitError as exc:
-            return cls(error=str(exc))
-        return cls(selector=selector, fields=checks)
+    def compile(cls, term: Any) -> Term:
+        if not isinstance(term, Mapping):
+            return cls() if not term else cls(label_error="a cluster selector term must be an object")
+        if is_empty_term(term):
+            return cls()
+        expressions, fields = _list(term.get("matchExpressions")), _list(term.get("matchFields"))
+        labels, label_error = _compiled(expressions_selector, expressions) if expressions else (None, None)
+        checks, field_error = _compiled(_fields, fields) if fields else (None, None)
+        return cls(NodeSelectorTerm(labels, checks), label_error, field_error)
+
+    def match(self, cluster: ClusterInfo) -> tuple[bool, str | None]:
+        """One step of ``MatchClusterSelectorTerms``: (matched, error reached)."""
+        if self.empty:
+            return False, None
+        if self.label_error is not None:
+            return False, self.label_error
+        assert self.selector is not None
+        if not self.selector.labels_match(cluster.labels):
+            return False, None
+        if self.field_error is not None:
+            return False, self.field_error
+        return self.selector.fields_match(cluster.name), None
 
 
-def _match_terms(terms: Sequence[_Term], cluster: ClusterInfo) -> tuple[bool, str | None]:
-    """Upstream ``MatchClusterSelectorTerms``: terms are ORed, an invalid term stops the search."""
+def match_terms(terms: Sequence[Term], cluster: ClusterInfo) -> tuple[bool, str | None]:
+    """Upstream ``MatchClusterSelectorTerms``: terms are ORed, the first error reached stops the search."""
     for term in terms:
-        if term.empty:
-            continue
-        if term.error is not None:
-            return False, term.error
-        if term.selector is not None and not term.selector.matches(cluster.labels):
-            continue
-        if term.fields is not None and not term.fields(cluster.name):
-            continue
-        return True, None
+        matched, error = term.match(cluster)
+        if error is not None or matched:
+            return matched, error
     return False, None
 
 
-def _compile_preferred(preferred: Sequence[Mapping[str, Any]]) -> tuple[tuple[int, Selector], ...]:
-    """Weighted preference selectors; an invalid one is an error for the whole unit, as upstream."""
-    compiled = []
-    for i, term in enumerate(preferred):
-        weight = int(term.get("weight") or 0)
-        if weight == 0:
-            continue
-        try:
-            selector = _expressions_selector((term.get("preference") or {}).get("matchExpressions") or [])
-        except _UnitError as exc:
-            raise _UnitError(f"ClusterAffinity: preferred[{i}]: {exc}") from exc
-        compiled.append((weight, selector))
-    return tuple(compiled)
+def preference_selector(preference: Any) -> Selector:
+    """A preferred term's ``preference`` as KubeAdmiral scores it: its matchExpressions only."""
+    expressions = _list(preference.get("matchExpressions")) if isinstance(preference, Mapping) else []
+    return expressions_selector(expressions)
+
+
+def _preference(term: Any, i: int) -> tuple[int, Selector] | None:
+    """One weighted preference (None when its weight is 0); an invalid one fails the whole unit."""
+    if not isinstance(term, Mapping):
+        raise UnitError(f"ClusterAffinity: preferred[{i}]: must be an object with weight and preference")
+    weight = term.get("weight") or 0
+    if isinstance(weight, bool) or not isinstance(weight, int):
+        raise UnitError(f"ClusterAffinity: preferred[{i}]: weight must be an integer")
+    if weight == 0:
+        return None
+    try:
+        return weight, preference_selector(term.get("preference"))
+    except UnitError as exc:
+        raise UnitError(f"ClusterAffinity: preferred[{i}]: {exc}") from exc
+
+
+def compile_preferred(preferred: Sequence[Any]) -> tuple[tuple[int, Selector], ...]:
+    """Weighted preference selectors, as ``ClusterAffinity.Score`` builds them per cluster."""
+    compiled = (_preference(term, i) for i, term in enumerate(preferred))
+    return tuple(pair for pair in compiled if pair is not None)
 
 
 def matches_terms(terms: Sequence[Mapping[str, Any]], name: str, labels: Mapping[str, str]) -> bool:
     """Whether a cluster satisfies any of ``terms`` (ORed, as ``ClusterAffinity.required``);
     override policies target clusters with the same terms."""
-    matched, _ = _match_terms([_Term.compile(t) for t in terms], ClusterInfo(name=name, labels=dict(labels)))
+    matched, _ = match_terms([Term.compile(t) for t in terms], ClusterInfo(name=name, labels=dict(labels)))
     return matched
+

@@ -35,15 +35,12 @@ MAX_CLUSTER_SCORE = 100
 CPU = "cpu"
 MEMORY = "memory"
 EPHEMERAL_STORAGE = "ephemeral-storage"
-#: Upstream's ``DefaultRequestedRatioResources``; other requested resources weigh ``_DEFAULT_RATIO``.
-_RESOURCE_WEIGHTS = {CPU: 1, MEMORY: 1, GPU_RESOURCE: 4}
-_DEFAULT_RATIO = 1
-_BYTE_RESOURCES = (MEMORY, EPHEMERAL_STORAGE)
+#: Upstream's ``DefaultRequestedRatioResources``; other requested resources weigh ``DEFAULT_RATIO``.
+RESOURCE_WEIGHTS = {CPU: 1, MEMORY: 1, GPU_RESOURCE: 4}
+DEFAULT_RATIO = 1
+BYTE_RESOURCES = (MEMORY, EPHEMERAL_STORAGE)
 
-NO_SCHEDULE = "NoSchedule"
-PREFER_NO_SCHEDULE = "PreferNoSchedule"
-NO_EXECUTE = "NoExecute"
-TAINT_EFFECTS = (NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE)
+# Taint effects (NO_SCHEDULE, ...) are kube.taints'.
 
 # --------------------------------------------------------------------------- inputs
 
@@ -222,5 +219,5 @@ class ScheduleResult:
         }
 
 
-class _UnitError(ValueError):
+class UnitError(ValueError):
     """The unit cannot be scheduled as given (upstream returns a framework Error)."""

@@ -6,11 +6,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kube.labels import validate_label_key, validate_label_value
+from kube.taints import EQUAL, EXISTS, TAINT_EFFECTS, TOLERATION_OPERATORS, parse_toleration
 
-from .context import _affinity, _gvk_spellings, _placement
+from .context import affinity_of, gvk_spellings, placement_of
 from .profiles import PROFILES, Profile
-from .terms import _expressions_selector, _Term
-from .types import SCHEDULING_MODES, TAINT_EFFECTS, SchedulingUnit, _UnitError
+from .terms import Term, preference_selector
+from .types import SCHEDULING_MODES, SchedulingUnit, UnitError
 
 
 def _validate_terms(terms: Any, path: str, errors: dict[str, str]) -> None:
@@ -21,7 +22,7 @@ def _validate_terms(terms: Any, path: str, errors: dict[str, str]) -> None:
         errors[path] = "an empty list of terms matches no cluster"
         return
     for i, term in enumerate(terms):
-        compiled = _Term.compile(term if isinstance(term, Mapping) else {})
+        compiled = Term.compile(term)
         if compiled.empty:
             errors[f"{path}[{i}]"] = "a term needs matchExpressions or matchFields (an empty term matches nothing)"
         elif compiled.error:
@@ -30,7 +31,7 @@ def _validate_terms(terms: Any, path: str, errors: dict[str, str]) -> None:
 
 def _validate_affinity(value: Any, errors: dict[str, str]) -> None:
     try:
-        affinity = _affinity(value)
+        affinity = affinity_of(value)
     except (TypeError, AttributeError):
         errors["cluster_affinity"] = "must be an object with required/preferred terms"
         return
@@ -39,12 +40,12 @@ def _validate_affinity(value: Any, errors: dict[str, str]) -> None:
     for i, term in enumerate(affinity.preferred):
         path = f"cluster_affinity.preferred[{i}]"
         weight = term.get("weight") if isinstance(term, Mapping) else None
-        if not isinstance(weight, int) or not 1 <= weight <= 100:
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
             errors[path] = "weight must be an integer from 1 to 100"
             continue
         try:
-            _expressions_selector((term.get("preference") or {}).get("matchExpressions") or [])
-        except _UnitError as exc:
+            preference_selector(term.get("preference"))
+        except UnitError as exc:
             errors[path] = str(exc)
 
 
@@ -54,22 +55,36 @@ def _validate_tolerations(tolerations: Any, errors: dict[str, str]) -> None:
         if not isinstance(tol, Mapping):
             errors[path] = "must be an object"
             continue
-        operator = tol.get("operator") or "Equal"
-        if operator not in ("Equal", "Exists"):
+        operator = tol.get("operator") or EQUAL
+        if parse_toleration(tol) is None:
+            errors[path] = "key, operator, value and effect must be strings (it tolerates nothing)"
+        elif operator not in TOLERATION_OPERATORS:
             errors[path] = f"operator {operator!r} is not Equal or Exists"
         elif (tol.get("effect") or "") not in ("", *TAINT_EFFECTS):
             errors[path] = f"effect {tol.get('effect')!r} is not one of {', '.join(TAINT_EFFECTS)}"
-        elif operator == "Exists" and tol.get("value"):
+        elif operator == EXISTS and tol.get("value"):
             errors[path] = "value must be empty when operator is Exists"
-        elif not tol.get("key") and operator != "Exists":
+        elif not tol.get("key") and operator != EXISTS:
             errors[path] = "operator must be Exists when key is empty"
+        else:
+            _validate_toleration_strings(tol, operator, path, errors)
+
+
+def _validate_toleration_strings(tol: Mapping[str, Any], operator: str, path: str, errors: dict[str, str]) -> None:
+    """Upstream ``ValidateTolerations``: a key is a label key, an ``Equal`` value a label value."""
+    key, value = tol.get("key") or "", tol.get("value") or ""
+    problems = validate_label_key(key) if key else []
+    if problems:
+        errors[path] = f"key {key!r}: {'; '.join(problems)}"
+    elif operator == EQUAL and (problems := validate_label_value(value)):
+        errors[path] = f"value {value!r}: {'; '.join(problems)}"
 
 
 def _validate_placements(placements: Any, errors: dict[str, str]) -> None:
     for name, value in (placements or {}).items():
         path = f"placements.{name}"
         try:
-            p = _placement(value)
+            p = placement_of(value)
         except TypeError as exc:
             errors[path] = str(exc)
             continue
@@ -108,8 +123,8 @@ def validate_unit(
     if not unit.name:
         errors["name"] = "must not be empty"
     try:
-        _gvk_spellings(unit.gvk)
-    except _UnitError as exc:
+        gvk_spellings(unit.gvk)
+    except UnitError as exc:
         errors["gvk"] = str(exc)
     if unit.scheduling_mode not in SCHEDULING_MODES:
         errors["scheduling_mode"] = f"must be one of {', '.join(SCHEDULING_MODES)}"

@@ -8,7 +8,9 @@ inventory sync converts objects in one place whichever connector produced them.
 from __future__ import annotations
 
 import abc
+import contextlib
 from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -69,6 +71,12 @@ class Connector(abc.ABC):
     @abc.abstractmethod
     def server_info(self) -> ServerInfo:
         """Version and served API resources; raises ConnectorError when unreachable."""
+
+    def one_moment(self) -> AbstractContextManager[None]:
+        """Reads in the block see the cluster at one moment where the connector can say so (a
+        simulation: the tick the block began at); a real API server's lists are each as of
+        their own time."""
+        return contextlib.nullcontext()
 
     @abc.abstractmethod
     def list(

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from django.db import transaction
 from django.shortcuts import get_object_or_404
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
@@ -84,7 +85,7 @@ class ConfigTargetViewSet(RevisionsMixin, MeridianModelViewSet):
         """PUT and PATCH both change what they name; the rest of the spec stays."""
         target = self.get_object()
         if target.deleted:
-            raise Refused("deleted", "This target is deleted; roll back to revive it.")
+            raise Refused("deleted", _("This target is deleted; roll back to revive it."))
         current = services.spec_of(target)
         body = request.data
         if not isinstance(body, Mapping):
@@ -96,9 +97,9 @@ class ConfigTargetViewSet(RevisionsMixin, MeridianModelViewSet):
             "wave_size": current.wave_size, "wave_interval_seconds": current.wave_interval_seconds,
             "failure_threshold_percent": current.failure_threshold_percent, **body})
         if data["type"] != target.config_type or data["name"] != target.name:
-            raise Refused("immutable", "A target's type and name cannot change; create a new target.", field="name")
-        target, _ = services.save_target(target.config_type, ConfigTargetWriteSerializer.spec_from(data),
-                                         reason=data["reason"])
+            raise Refused("immutable", _("A target's type and name cannot change; create a new target."), field="name")
+        target, _created = services.save_target(target.config_type, ConfigTargetWriteSerializer.spec_from(data),
+                                                reason=data["reason"])
         return self.respond(target, serializer_class=ConfigTargetSerializer)
 
     def create(self, request, *args, **kwargs):

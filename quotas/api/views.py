@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.db.models import Prefetch
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import status
 from rest_framework.decorators import action
@@ -56,7 +57,8 @@ class QuotaGroupViewSet(RevisionsMixin, MeridianModelViewSet):
         data = self.valid(QuotaGroupWriteSerializer)
         parent = QuotaGroup.objects.filter(name=data["parent"]).first() if data["parent"] else None
         if data["parent"] and parent is None:
-            raise Refused("unknown_parent", f'The parent quota group "{data["parent"]}" does not exist.', field="parent")
+            raise Refused("unknown_parent", _('The parent quota group "%(name)s" does not exist.') % {"name": data["parent"]},
+                          field="parent")
         if not may(request.user, "add", parent if parent is not None else QuotaGroup):
             where = f'under "{parent.name}"' if parent else "at the root"
             raise PermissionDenied(f"You may not add quota groups {where}: it is outside the subtrees you manage.")
@@ -87,7 +89,7 @@ class QuotaGroupViewSet(RevisionsMixin, MeridianModelViewSet):
         data = self.valid(MoveSerializer)
         target = QuotaGroup.objects.filter(name=data["target"]).first()
         if target is None:
-            raise Refused("unknown_target", f'No quota group named "{data["target"]}".', field="target")
+            raise Refused("unknown_target", _('No quota group named "%(name)s".') % {"name": data["target"]}, field="target")
         if not may(request.user, "change", target):
             raise PermissionDenied(f'You may not change "{target.name}": it is outside the subtrees you manage.')
         src, dst = services.move_quota(source, target, data["amount"], reason=data["reason"])
@@ -108,7 +110,7 @@ class QuotaGroupViewSet(RevisionsMixin, MeridianModelViewSet):
         """Would this workload be admitted now, as a new workload? Commits nothing."""
         data = self.valid(CheckSerializer)
         if data["group"] and not QuotaGroup.objects.filter(name=data["group"]).exists():
-            raise Refused("unknown_group", f'No quota group named "{data["group"]}".', field="group")
+            raise Refused("unknown_group", _('No quota group named "%(name)s".') % {"name": data["group"]}, field="group")
         return Response(decision_body(services.what_if(data["workload"], group=data["group"] or None)))
 
 
@@ -136,5 +138,5 @@ class WebhookConfigurationView(fleet_webhooks.WebhookConfigurationView):
     def body(self, request, shown):
         include = request.query_params.get("include", "")
         if include not in ("", "admission-config"):
-            raise Refused("invalid", "include takes admission-config.", field="include")
+            raise Refused("invalid", _("include takes admission-config."), field="include")
         return super().body(request, shown) if include else shown.configuration

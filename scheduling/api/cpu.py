@@ -1,4 +1,5 @@
-"""CPU co-location REST API (``/api/v1/scheduling/cpu/…``): thin viewsets over ``cpu_services``.
+"""CPU co-location REST API (``/api/v1/scheduling/cpu/…``): thin viewsets over ``scheduling.cpu``
+(``allocation``, ``inputs``, ``capacity``).
 
 - ``cpu/nodes/`` (cursor pages; ``?cluster=&name=&fits=<cpus>``), ``cpu/nodes/{id}/`` (ETag;
   ``PATCH`` reserved CPUs / overcommit ratio, If-Match honoured), and per node:
@@ -20,6 +21,7 @@ from typing import Any
 
 import django_filters
 from django.db.models import QuerySet
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
@@ -34,9 +36,9 @@ from core.errors import Refused
 from core.permissions import restrict
 from kube.quantity import QuantityError, parse_quantity
 
-from .. import cpu_services as services
-from ..cpuset import SAME_CORE_FIRST, STRATEGIES, format_cpuset
-from ..cpustate import cpu_map
+from ..cpu import allocation, capacity, inputs, store
+from ..cpu.cpuset import SAME_CORE_FIRST, STRATEGIES, format_cpuset
+from ..cpu.state import cpu_map
 from ..models import CPUAllocation, NodeCPU
 
 # ---------------------------------------------------------------------------- serializers
@@ -95,7 +97,7 @@ class NodeCPUDetailSerializer(NodeCPUSerializer):
         read_only_fields = fields
 
     def get_share_pool(self, obj: NodeCPU) -> str:
-        return format_cpuset(services.current_state(obj).share_pool)
+        return format_cpuset(store.current_state(obj).share_pool)
 
     def get_allocations(self, obj: NodeCPU) -> list[dict[str, Any]]:
         rows = obj.allocations.select_related("node_cpu__cluster").order_by("namespace", "pod_name")
@@ -104,7 +106,7 @@ class NodeCPUDetailSerializer(NodeCPUSerializer):
 
 def _machine_max(value: Any) -> dict[str, int] | None:
     try:
-        return services.parse_machine_max(value)
+        return allocation.parse_machine_max(value)
     except Refused as exc:
         raise serializers.ValidationError(exc.detail) from exc
 
@@ -251,7 +253,7 @@ class NodeCPUViewSet(MeridianViewSetMixin, WriteThroughServicesMixin, mixins.Lis
 
     def perform_update(self, obj: NodeCPU, data: dict[str, Any], *, partial: bool) -> NodeCPU:
         ratio = data.get("overcommit_ratio")
-        return services.configure(obj, reserved_cpus=data.get("reserved_cpus"), overcommit_ratio=ratio,
+        return allocation.configure(obj, reserved_cpus=data.get("reserved_cpus"), overcommit_ratio=ratio,
                                   reason=data.get("reason", ""))
 
     def respond_node(self, node: NodeCPU, status_code: int = status.HTTP_200_OK) -> Response:
@@ -268,7 +270,7 @@ class NodeCPUViewSet(MeridianViewSetMixin, WriteThroughServicesMixin, mixins.Lis
     def cpu_map(self, request, pk=None):
         """Every logical CPU in topology order: socket, NUMA node, core, owner role and instance, IO queues."""
         node = self.get_object()
-        cells = cpu_map(services.current_state(node))
+        cells = cpu_map(store.current_state(node))
         return Response({"node": node.name, "cpus": [c.__dict__ for c in cells]})
 
     @extend_schema(request=CPUAllocateSerializer, responses={201: CPUAllocationSerializer})
@@ -277,7 +279,7 @@ class NodeCPUViewSet(MeridianViewSetMixin, WriteThroughServicesMixin, mixins.Lis
         """Dedicated CPUs for an instance (``alloc-spec`` strategy); refused with the rule's reason."""
         node = self.get_object()
         data = self.valid(CPUAllocateSerializer)
-        row = services.allocate_exclusive(
+        row = allocation.allocate_exclusive(
             node, namespace=data["namespace"], name=data["name"], uid=data["uid"], app=data["app"], request=data["request"],
             strategy=data["strategy"], machine_max=data["machine_max"], exclude_reserved=data["exclude_reserved"],
             containers=data["containers"], release_isolate=data["release_isolate"], reason=data["reason"])
@@ -289,7 +291,7 @@ class NodeCPUViewSet(MeridianViewSetMixin, WriteThroughServicesMixin, mixins.Lis
         """A shared instance on the share pool (CPU shares from the request, CFS quota from the limit)."""
         node = self.get_object()
         data = self.valid(CPUPlaceSharedSerializer)
-        row = services.place_shared(node, namespace=data["namespace"], name=data["name"], uid=data["uid"], app=data["app"],
+        row = allocation.place_shared(node, namespace=data["namespace"], name=data["name"], uid=data["uid"], app=data["app"],
                                     request_milli=data["request_milli"], limit_milli=data["limit_milli"],
                                     machine_max=data["machine_max"], containers=data["containers"], reason=data["reason"])
         return self.respond(row, status.HTTP_201_CREATED, serializer_class=CPUAllocationSerializer)
@@ -300,7 +302,7 @@ class NodeCPUViewSet(MeridianViewSetMixin, WriteThroughServicesMixin, mixins.Lis
         """Give an instance's CPUs back to the share pool (its annotations are then removed)."""
         node = self.get_object()
         data = self.valid(CPUInstanceSerializer)
-        row = services.release(node, data["instance"], reason=data["reason"])
+        row = allocation.release(node, data["instance"], reason=data["reason"])
         return Response(CPUAllocationSerializer(row).data)
 
     @extend_schema(request=CPUReleaseIsolateSerializer, responses={200: CPUAllocationSerializer})
@@ -309,7 +311,7 @@ class NodeCPUViewSet(MeridianViewSetMixin, WriteThroughServicesMixin, mixins.Lis
         """Big-sale emergency: let an exclusive instance use every CPU but the reserved ones (reversible)."""
         node = self.get_object()
         data = self.valid(CPUReleaseIsolateSerializer)
-        row = services.set_release_isolate(node, data["instance"], data["on"], reason=data["reason"])
+        row = allocation.set_release_isolate(node, data["instance"], data["on"], reason=data["reason"])
         return self.respond(row, serializer_class=CPUAllocationSerializer)
 
     @extend_schema(request=NodeCPUIOQueuesSerializer, responses={200: NodeCPUDetailSerializer})
@@ -318,14 +320,14 @@ class NodeCPUViewSet(MeridianViewSetMixin, WriteThroughServicesMixin, mixins.Lis
         """Offer an IO-queue distribution: accepted only as a valid growth (409 ``io_queues_refused`` otherwise)."""
         node = self.get_object()
         data = self.valid(NodeCPUIOQueuesSerializer)
-        return self.respond_node(services.propose_io_queues(node, data["queues"], reason=data["reason"]))
+        return self.respond_node(inputs.propose_io_queues(node, data["queues"], reason=data["reason"]))
 
     @extend_schema(request=None, responses={202: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["post"], verb="change")
     def reconcile(self, request, pk=None):
         """Rebuild the node's state from its pods' annotations now (a job; its id is returned)."""
         node = self.get_object()
-        job = jobs.enqueue(services.RECONCILE_TASK, node.cluster.name, obj=node.cluster)
+        job = jobs.enqueue(store.RECONCILE_TASK, node.cluster.name, obj=node.cluster)
         return Response({"job": job.pk}, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=CPUWhatIfSerializer, responses={200: OpenApiTypes.OBJECT})
@@ -334,7 +336,7 @@ class NodeCPUViewSet(MeridianViewSetMixin, WriteThroughServicesMixin, mixins.Lis
         """Could this node take an exclusive instance of N CPUs now? Where, or why not. Changes nothing."""
         node = self.get_object()
         data = self.valid(CPUWhatIfSerializer)
-        answer = services.what_if(node, data["request"], data["strategy"], data["app"], data["machine_max"])
+        answer = capacity.what_if(node, data["request"], data["strategy"], data["app"], data["machine_max"])
         return Response({"node": node.name, "cluster": node.cluster.name, **what_if_data(answer)})
 
 
@@ -365,9 +367,9 @@ class FleetCPUView(APIView):
     def get(self, request):
         raw = request.query_params.get("request") or ""
         if raw and (not raw.isdigit() or not 0 < int(raw) <= 100_000):
-            raise Refused("invalid", "request is a whole number of CPUs (1-100000).", field="request")
+            raise Refused("invalid", _("request is a whole number of CPUs (1-100000)."), field="request")
         nodes = restrict(_nodes(request.query_params.get("cluster", "")), request.user)
-        view = services.fleet_view(nodes, int(raw) if raw else None)
+        view = capacity.fleet_view(nodes, int(raw) if raw else None)
         return Response(view)
 
 
@@ -382,7 +384,7 @@ class FleetWhatIfView(DryRunMixin, APIView):
         body = CPUWhatIfSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        found = services.candidates(_nodes(data["cluster"]).select_related("cluster"), data["request"], data["strategy"],
+        found = capacity.candidates(_nodes(data["cluster"]).select_related("cluster"), data["request"], data["strategy"],
                                     data["app"], data["machine_max"], limit=data["limit"])
         nodes = [{"id": item["node"].pk, "cluster": item["node"].cluster.name, "node": item["node"].name,
                   "largest_exclusive": item["node"].largest_exclusive, **what_if_data(item["what_if"])}

@@ -4,6 +4,7 @@ export, render preview, placement simulator and webhook configuration endpoints.
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
@@ -15,7 +16,7 @@ from core.errors import Refused
 from core.permissions import RolePermission
 from fleet.api import webhooks as fleet_webhooks
 
-from .. import placement, schedconfig, services, webhook
+from .. import schedconfig, services, webhook, whatif_inventory
 from ..filtersets import (
     NodeSchedulerConfigFilterSet,
     PodSchedulerConfigFilterSet,
@@ -182,7 +183,8 @@ class ExportView(APIView):
         known = (*services.TEMPLATE_MODELS, schedconfig.SCHEDULER_CONFIG_BINDING)
         for kind in kinds or ():
             if kind not in known:
-                raise Refused("invalid", f"Unknown kind {kind!r}; one of {', '.join(known)}.", field="kind")
+                raise Refused("invalid", _("Unknown kind %(kind)s; one of %(kinds)s.") % {"kind": repr(kind), "kinds": ", ".join(known)},
+                              field="kind")
         return yaml_download(services.export_yaml(kinds=kinds), "scheduling-configs.yaml")
 
 
@@ -218,7 +220,7 @@ class SimulateView(DryRunMixin, APIView):
         pod = data["pod"]
         if data["namespace"]:
             pod = {**pod, "metadata": {**(pod.get("metadata") or {}), "namespace": data["namespace"]}}
-        return Response(placement.run(data["cluster"], pod, data["replicas"], policy=data["policy"],
+        return Response(whatif_inventory.run(data["cluster"], pod, data["replicas"], policy=data["policy"],
                                       compare_with=data["compare_with"]))
 
 

@@ -5,9 +5,9 @@ happens under the ``NodeCPU`` row lock (``select_for_update``) and bumps its ``v
 ``CPUClaim`` rows (unique per node and CPU) make a CPU held twice impossible even if a
 writer forgot the lock. Pod and node annotations are how the cluster learns the result
 (written by ``scheduling.cpu_deliver``) and the evidence the reconciler rebuilds from
-(``scheduling.cpu_reconcile_cluster``; ``scheduling.cpustate.rebuild_state``).
+(``scheduling.cpu_reconcile_cluster``; ``scheduling.cpu.state.rebuild_state``).
 
-``NodeCPU`` keeps the eight integers of ``scheduling.cpufit.NodeSummary`` as indexed
+``NodeCPU`` keeps the eight integers of ``scheduling.cpu.fit.NodeSummary`` as indexed
 columns, so the fleet view over 200k nodes is a SQL aggregate and never builds a state.
 """
 
@@ -20,7 +20,7 @@ from django.utils.translation import gettext_lazy as _
 
 __all__ = ["CPUAllocation", "CPUClaim", "NodeCPU", "SUMMARY_FIELDS"]
 
-#: ``cpufit.NodeSummary`` fields, stored as columns of the same names.
+#: ``cpu.fit.NodeSummary`` fields, stored as columns of the same names.
 SUMMARY_FIELDS = ("sellable", "exclusive_used", "exclusive_left", "largest_exclusive", "largest_numa", "free_whole_cores",
                   "stranded", "shared_sold_milli")
 

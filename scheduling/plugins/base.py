@@ -19,14 +19,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from scheduling.cluster import ClusterState, NodeInfo, PodInfo
-from scheduling.status import SKIP, Status, _Skip
+from scheduling.status import SKIP, Skip, Status
 
 __all__ = ["NodeCheck", "Plugin", "PreFilterOutcome", "PreScoreOutcome", "Scorer", "constant_scorer", "node_local", "per_node"]
 
 NodeCheck = Callable[[NodeInfo], "Status | None"]
 Scorer = Callable[[Sequence[NodeInfo]], list[int]]
-PreFilterOutcome = "NodeCheck | Status | _Skip"
-PreScoreOutcome = "Scorer | _Skip"
+PreFilterOutcome = "NodeCheck | Status | Skip"
+PreScoreOutcome = "Scorer | Skip"
 
 
 _F = Any
@@ -83,10 +83,10 @@ class Plugin:
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         self.args = args
 
-    def prefilter(self, cluster: ClusterState, pod: PodInfo) -> NodeCheck | Status | _Skip:
+    def prefilter(self, cluster: ClusterState, pod: PodInfo) -> NodeCheck | Status | Skip:
         return SKIP
 
-    def prescore(self, cluster: ClusterState, pod: PodInfo) -> Scorer | _Skip:
+    def prescore(self, cluster: ClusterState, pod: PodInfo) -> Scorer | Skip:
         return SKIP
 
     def survives_placement(self, pod: PodInfo) -> bool:

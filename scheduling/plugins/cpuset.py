@@ -2,16 +2,16 @@
 
 ``CPUSetExclusive`` (filter + score)
     For pods with ``cpu-isolate-mode: exclusive``: a node passes when it can give the pod its
-    CPU request as dedicated CPUs now (``cpufit.fits_exclusive``: the 2/3 per-instance cap,
+    CPU request as dedicated CPUs now (``cpu.fit.fits_exclusive``: the 2/3 per-instance cap,
     the sellable exclusive CPUs ``min(a, b)``, the free CPUs, ``machineMaxList``); the reason
     otherwise, e.g. ``"Insufficient exclusive cpu"``. A node without a CPU topology fails
     with ``"node(s) had no CPU topology"`` (UnschedulableAndUnresolvable). Score:
-    ``cpufit.score_exclusive`` (best fit, locality, little stranding; 0..100). Other pods:
+    ``cpu.fit.score_exclusive`` (best fit, locality, little stranding; 0..100). Other pods:
     PreFilter/PreScore Skip.
 ``CPUSetShared`` (filter)
     For other pods with a CPU request or limit on nodes that have a CPU topology: the node
     passes while the exclusive CPUs already sold stay sellable with the pod counted
-    (``cpufit.fits_shared``), and ``machineMaxList`` allows it. Nodes without a topology pass.
+    (``cpu.fit.fits_shared``), and ``machineMaxList`` allows it. Nodes without a topology pass.
 
 Args (both): ``machineMaxList: [{"key": <app>, "value": <max per node>}]`` (the seed's
 ``resourceSet.spec.scheduleConfig.policy.machineMaxList``), ``appLabel`` (pod label naming
@@ -29,7 +29,7 @@ Node convention (what the node dict carries, all in ``metadata.annotations``):
   "limitMilli": n, "app": ...}}, "disputed": {"ns/name": [...]}}``.
 
 The pods on the node add to that state as their annotations say (``alloc-status`` holds
-CPUs; ``cpustate.rebuild_state``); an exclusive pod without ``alloc-status`` — one the
+CPUs; ``cpu.state.rebuild_state``); an exclusive pod without ``alloc-status`` — one the
 placement engine has just *assumed* there, or one not allocated yet — is allocated in pod
 order with its ``alloc-spec`` strategy, exactly as Meridian's allocator would, so the next
 pod of a simulation sees those CPUs gone. Pods named in ``cpu-state`` are not counted twice.
@@ -43,8 +43,7 @@ from typing import Any
 
 from scheduling.args import as_mapping, check_fields
 from scheduling.cluster import ClusterState, NodeInfo, PodInfo
-from scheduling.cpufit import fits_exclusive, fits_shared, score_exclusive
-from scheduling.cpuset import (
+from scheduling.cpu.cpuset import (
     IO_QUEUES_ANNOTATION,
     SAME_CORE_FIRST,
     TOPOLOGY_ANNOTATION,
@@ -53,7 +52,8 @@ from scheduling.cpuset import (
     IOQueueDistribution,
     TopologyError,
 )
-from scheduling.cpustate import (
+from scheduling.cpu.fit import fits_exclusive, fits_shared, score_exclusive
+from scheduling.cpu.state import (
     ALLOC_SPEC,
     CPU_ISOLATE_MODE,
     EXCLUSIVE,
@@ -65,7 +65,7 @@ from scheduling.cpustate import (
     rebuild_state,
 )
 from scheduling.plugins.base import NodeCheck, Plugin, Scorer
-from scheduling.status import SKIP, UNRESOLVABLE, ArgsError, FieldError, Status, _Skip
+from scheduling.status import SKIP, UNRESOLVABLE, ArgsError, FieldError, Skip, Status
 
 __all__ = ["CPU_STATE_ANNOTATION", "CPUSetExclusive", "CPUSetShared", "cpu_state_annotation", "node_cpu_state"]
 
@@ -264,7 +264,7 @@ class CPUSetExclusive(Plugin):
             return Status.of(UNRESOLVABLE, "exclusive pod's cpu request is not a whole number of CPUs")
         return request, strategy
 
-    def prefilter(self, cluster: ClusterState, pod: PodInfo) -> NodeCheck | Status | _Skip:
+    def prefilter(self, cluster: ClusterState, pod: PodInfo) -> NodeCheck | Status | Skip:
         if not _exclusive(pod):
             return SKIP
         wanted = self._request(pod)
@@ -282,7 +282,7 @@ class CPUSetExclusive(Plugin):
 
         return check
 
-    def prescore(self, cluster: ClusterState, pod: PodInfo) -> Scorer | _Skip:
+    def prescore(self, cluster: ClusterState, pod: PodInfo) -> Scorer | Skip:
         if not _exclusive(pod):
             return SKIP
         wanted = self._request(pod)
@@ -308,7 +308,7 @@ class CPUSetShared(Plugin):
         super().__init__(args)
         self.machine_max, self.app_label = _machine_max(as_mapping(args, ""))
 
-    def prefilter(self, cluster: ClusterState, pod: PodInfo) -> NodeCheck | Status | _Skip:
+    def prefilter(self, cluster: ClusterState, pod: PodInfo) -> NodeCheck | Status | Skip:
         if _exclusive(pod):
             return SKIP
         limits = _limit_milli(pod)

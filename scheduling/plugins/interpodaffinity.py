@@ -34,7 +34,7 @@ from scheduling.cluster import ClusterState, NodeInfo, PodInfo
 from scheduling.helpers import MAX_NODE_SCORE
 from scheduling.plugins.base import NodeCheck, Plugin, Scorer
 from scheduling.selectors import AffinityTerm, WeightedTerm, merge_namespace_selector
-from scheduling.status import SKIP, UNRESOLVABLE, UNSCHEDULABLE, Status, _Skip
+from scheduling.status import SKIP, UNRESOLVABLE, UNSCHEDULABLE, Skip, Status
 
 __all__ = ["InterPodAffinity", "naive_scores", "normalize_min_max"]
 
@@ -147,7 +147,7 @@ class InterPodAffinity(Plugin):
 
     # -- filter -------------------------------------------------------------------------------
 
-    def prefilter(self, cluster: ClusterState, pod: PodInfo) -> NodeCheck | Status | _Skip:
+    def prefilter(self, cluster: ClusterState, pod: PodInfo) -> NodeCheck | Status | Skip:
         terms = pod.terms
         if terms.errors:
             return Status.of(UNRESOLVABLE, f"parsing pod: {terms.parse_error}")
@@ -162,7 +162,7 @@ class InterPodAffinity(Plugin):
 
     # -- score --------------------------------------------------------------------------------
 
-    def topology_scores(self, cluster: ClusterState, pod: PodInfo) -> dict[str, dict[str, int]] | _Skip:
+    def topology_scores(self, cluster: ClusterState, pod: PodInfo) -> dict[str, dict[str, int]] | Skip:
         """Phase one: signed weight per topology pair, ``{key: {value: weight}}``."""
         terms = pod.terms
         if terms.errors:
@@ -208,7 +208,7 @@ class InterPodAffinity(Plugin):
                 for value, count in counts.items():
                     scores[term.topology_key][value] += weight * count
 
-    def prescore(self, cluster: ClusterState, pod: PodInfo) -> Scorer | _Skip:
+    def prescore(self, cluster: ClusterState, pod: PodInfo) -> Scorer | Skip:
         topology = self.topology_scores(cluster, pod)
         if topology is SKIP:
             return SKIP

@@ -41,7 +41,7 @@ from scheduling.cluster import ClusterState, NodeInfo, PodInfo
 from scheduling.helpers import MAX_NODE_SCORE, go_div
 from scheduling.plugins.base import Plugin, Scorer
 from scheduling.plugins.noderesources import allocation_scorer, least_allocated, most_allocated
-from scheduling.status import SKIP, ArgsError, _Skip
+from scheduling.status import SKIP, ArgsError, Skip
 
 __all__ = ["ExtendedBalancedAllocation", "MostAvailable", "WaterLevelStackSpread", "water_level", "weighted_balance"]
 
@@ -89,7 +89,7 @@ class ExtendedBalancedAllocation(Plugin):
         check_fields(raw, ("resources",))
         self.resources = _resources(raw, DEFAULT_BALANCE_RESOURCES)
 
-    def prescore(self, cluster: ClusterState, pod: PodInfo) -> Scorer | _Skip:
+    def prescore(self, cluster: ClusterState, pod: PodInfo) -> Scorer | Skip:
         requests = [pod.plain_requests.get(r.name, 0) for r in self.resources]
         if not any(requests):
             return SKIP

@@ -23,12 +23,21 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kube.nodeaffinity import NODE_NAME_FIELD, PreferredTerm, parse_node_selector, parse_preferred_terms, preferred_score
+from kube.taints import (
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    PREFER_NO_SCHEDULE,
+    Toleration,
+    count_intolerable_prefer_no_schedule,
+    find_untolerated_taint,
+    prefer_no_schedule_tolerations,
+)
 from scheduling.args import NodeAffinityArgs, no_args
 from scheduling.cluster import ClusterState, NodeInfo, PodInfo
 from scheduling.helpers import MAX_NODE_SCORE, default_normalize
 from scheduling.plugins.base import NodeCheck, Plugin, Scorer, constant_scorer
-from scheduling.selectors import PreferredTerm, Toleration, parse_node_selector, parse_preferred_terms, preferred_score
-from scheduling.status import SKIP, UNRESOLVABLE, Status, _Skip, aggregate_message
+from scheduling.status import SKIP, UNRESOLVABLE, Skip, Status, aggregate_message
 
 __all__ = ["NodeAffinity", "TaintToleration"]
 
@@ -77,7 +86,7 @@ def _pinned_names(required: Any) -> set[str] | None:
         term_names: set[str] | None = None
         for req in _map(term).get("matchFields") or []:
             req = _map(req)
-            if req.get("key") == "metadata.name" and req.get("operator") == "In":
+            if req.get("key") == NODE_NAME_FIELD and req.get("operator") == "In":
                 values = {str(v) for v in req.get("values") or []}
                 term_names = values if term_names is None else term_names & values
         if term_names is None:
@@ -99,7 +108,7 @@ class NodeAffinity(Plugin):
         super().__init__(args)
         self.parsed = NodeAffinityArgs.parse(args)
 
-    def prefilter(self, cluster: ClusterState, pod: PodInfo) -> NodeCheck | Status | _Skip:
+    def prefilter(self, cluster: ClusterState, pod: PodInfo) -> NodeCheck | Status | Skip:
         required_raw = _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution")
         node_selector = _map(pod.pod.get("spec")).get("nodeSelector")
         if required_raw is None and self.parsed.required is None and node_selector is None:
@@ -130,7 +139,7 @@ class NodeAffinity(Plugin):
     def node_names(self, pod: PodInfo) -> set[str] | None:
         return _pinned_names(_node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution"))
 
-    def prescore(self, cluster: ClusterState, pod: PodInfo) -> Scorer | _Skip:
+    def prescore(self, cluster: ClusterState, pod: PodInfo) -> Scorer | Skip:
         raw_terms = _node_affinity(pod).get("preferredDuringSchedulingIgnoredDuringExecution")
         preferred: Sequence[PreferredTerm] | None = None
         if raw_terms is not None:
@@ -157,23 +166,15 @@ class NodeAffinity(Plugin):
 
 # ------------------------------------------------------------------------ TaintToleration
 
-_HARD_EFFECTS = ("NoSchedule", "NoExecute")
+_HARD_EFFECTS = (NO_SCHEDULE, NO_EXECUTE)
 
 
 def _untolerated(taints: Sequence[Mapping[str, Any]], tolerations: Sequence[Toleration]) -> Status | None:
     """``FindMatchingUntoleratedTaint`` over NoSchedule/NoExecute taints, first one wins."""
-    for taint in taints:
-        if taint.get("effect") not in _HARD_EFFECTS:
-            continue
-        if not any(t.tolerates(taint) for t in tolerations):
-            return Status.of(UNRESOLVABLE, f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value') or ''}}}")
-    return None
-
-
-def _intolerable_prefer_no_schedule(taints: Sequence[Mapping[str, Any]], tolerations: Sequence[Toleration]) -> int:
-    return sum(
-        1 for taint in taints if taint.get("effect") == "PreferNoSchedule" and not any(t.tolerates(taint) for t in tolerations)
-    )
+    taint = find_untolerated_taint(taints, tolerations, _HARD_EFFECTS)
+    if taint is None:
+        return None
+    return Status.of(UNRESOLVABLE, f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value') or ''}}}")
 
 
 class TaintToleration(Plugin):
@@ -207,12 +208,11 @@ class TaintToleration(Plugin):
         return check
 
     def prescore(self, cluster: ClusterState, pod: PodInfo) -> Scorer:
-        # Empty effect tolerates every effect, PreferNoSchedule included.
-        tolerations = tuple(t for t in pod.tolerations if t.effect in ("", "PreferNoSchedule"))
+        tolerations = prefer_no_schedule_tolerations(pod.tolerations)
         table = self.memo(cluster, ("score", tolerations))
         flags = self.memo(cluster, "flags")
         if "prefer_no_schedule" not in flags:
-            flags["prefer_no_schedule"] = any(t.get("effect") == "PreferNoSchedule" for node in cluster.nodes for t in node.taints)
+            flags["prefer_no_schedule"] = any(t.get("effect") == PREFER_NO_SCHEDULE for node in cluster.nodes for t in node.taints)
         if not flags["prefer_no_schedule"]:  # every raw count is 0: all normalize to the maximum
             return constant_scorer(MAX_NODE_SCORE)
 
@@ -224,7 +224,7 @@ class TaintToleration(Plugin):
                     continue
                 count = table.get(node.index)
                 if count is None:
-                    count = table[node.index] = _intolerable_prefer_no_schedule(node.taints, tolerations)
+                    count = table[node.index] = count_intolerable_prefer_no_schedule(node.taints, tolerations)
                 raw.append(count)
             return default_normalize(raw, reverse=True)
 

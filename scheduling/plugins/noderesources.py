@@ -24,7 +24,7 @@ from scheduling.args import LEAST_ALLOCATED, MOST_ALLOCATED, BalancedArgs, FitAr
 from scheduling.cluster import ClusterState, NodeColumns, NodeInfo, PodInfo, is_extended_resource_name, scalar
 from scheduling.helpers import MAX_NODE_SCORE, ShapePoint, broken_linear, go_div
 from scheduling.plugins.base import NodeCheck, Plugin, Scorer, node_local, per_node
-from scheduling.status import SKIP, UNRESOLVABLE, UNSCHEDULABLE, Status, _Skip
+from scheduling.status import SKIP, UNRESOLVABLE, UNSCHEDULABLE, Skip, Status
 
 __all__ = [
     "BalancedAllocation",
@@ -445,7 +445,7 @@ class BalancedAllocation(Plugin):
         super().__init__(args)
         self.parsed = BalancedArgs.parse(args)
 
-    def prescore(self, cluster: ClusterState, pod: PodInfo) -> Scorer | _Skip:
+    def prescore(self, cluster: ClusterState, pod: PodInfo) -> Scorer | Skip:
         requests = [pod.score_request(r.name, non_zero=False) for r in self.parsed.resources]
         if not any(requests):
             return SKIP  # best-effort pods would all pile onto one node (kubernetes#129138)

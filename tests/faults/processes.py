@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import httpx
@@ -55,6 +55,40 @@ def _parents() -> dict[int, tuple[int, str]]:
                 continue
             found[int(entry.name)] = (int(fields[1]), fields[0])
     return found
+
+
+def _environments() -> Iterator[tuple[int, list[bytes]]]:
+    """(pid, environment entries) of every process but this one that can be read."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                yield int(entry.name), (entry / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+
+
+def processes_with_env(name: str, value: str) -> list[int]:
+    """The processes (other than this one) whose environment sets ``name`` to ``value``."""
+    wanted = f"{name}={value}".encode()
+    return [pid for pid, environment in _environments() if wanted in environment]
+
+
+def processes_using_database(name: str) -> list[int]:
+    """The processes (other than this one) whose ``DATABASE_URL`` names the database ``name``."""
+    def database(environment: list[bytes]) -> str | None:
+        url = next((e[len(b"DATABASE_URL="):] for e in environment if e.startswith(b"DATABASE_URL=")), None)
+        return None if url is None else url.decode(errors="replace").split("?", 1)[0].rsplit("/", 1)[-1]
+
+    return [pid for pid, environment in _environments() if database(environment) == name]
+
+
+def end_processes(pids: list[int], *, why: str) -> None:
+    """SIGKILL these processes, saying which and why on stderr."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
+            os.kill(pid, signal.SIGKILL)
+            print(f"killed process {pid} ({command.strip()}): {why}", file=sys.stderr)
 
 
 def live_children(pid: int) -> list[int]:
@@ -272,6 +306,11 @@ error_log {self.dir}/error.log warn;
 events {{ worker_connections 1024; }}
 http {{
     access_log {self.dir}/access.log;
+    # A reload closes the old workers' idle keep-alive connections: a request a client sent on
+    # one at that moment gets no answer ("Server disconnected without sending a response"), a
+    # race of the reload ``drain`` uses, not of the web processes behind it (Kubernetes' ingress
+    # changes endpoints without reloading). One request per client connection avoids it.
+    keepalive_timeout 0;
     client_body_temp_path {self.dir}/body; proxy_temp_path {self.dir}/proxy;
     fastcgi_temp_path {self.dir}/fastcgi; uwsgi_temp_path {self.dir}/uwsgi; scgi_temp_path {self.dir}/scgi;
     map $http_upgrade $connection_upgrade {{ default upgrade; '' close; }}
@@ -399,6 +438,10 @@ class Meridian:
         return path.read_text(errors="replace")[-6000:] if path.exists() else ""
 
     def close(self) -> None:
+        """Stop every process, and then whatever they started that outlived them (a pool
+        process whose Celery parent was restarted or killed: any process of this Meridian's
+        environment). Such a leftover holds connections to the test database, and a later
+        test's restore found them there."""
         for name in list(self.procs):
             proc = self.procs[name]
             try:
@@ -407,3 +450,4 @@ class Meridian:
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 self.kill(name) if name in self.procs else None
             self.procs.pop(name, None)
+        end_processes(processes_with_env("MERIDIAN_VAR_DIR", str(self.var_dir)), why="outlived its Meridian's processes")

@@ -233,7 +233,7 @@ def test_the_live_part_carries_unavailable_vs_budget_and_the_placement(client, v
     assert f"{40 - available} unavailable of 4 allowed" in live
     assert 'id="placement"' in live, "the placement table is re-rendered live too"
     for name, replicas in fed.placement.items():
-        row = live.split(f'<tr data-cluster="{name}" class="fed-outcome-placed">')[1].split("</tr>")[0]
+        row = live.split(f'<tr data-cluster="{name}" class="fed-outcome-placed')[1].split("</tr>")[0]
         assert f'<td class="fed-num">{replicas}' in row
 
     # Scaled down: the next pass's placement is what the live part shows, only stops.
@@ -245,7 +245,7 @@ def test_the_live_part_carries_unavailable_vs_budget_and_the_placement(client, v
     assert sum(fed.placement.values()) == 20 and all(fed.placement.get(n, 0) <= r for n, r in before.items())
     live = html(client.get(detail(fed) + "?fragment=live"))
     for name, replicas in fed.placement.items():
-        assert f'<td class="fed-num">{replicas}' in live.split(f'<tr data-cluster="{name}" class="fed-outcome-placed">')[1]
+        assert f'<td class="fed-num">{replicas}' in live.split(f'<tr data-cluster="{name}" class="fed-outcome-placed')[1]
     assert 'data-budget="2"' in live, "the budget follows the desired total"
 
 

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from federation.rollout import RolloutPlan, RolloutTarget, plan_rollout
+from federation.rollout import RolloutPlan, RolloutTarget, plan_rollout, planned_replicas
 
 
 def _tall(name: str, updated: bool, replicas: int, desired: int, updated_replicas: int, updated_available: int,
@@ -447,13 +447,7 @@ def _check_window(replicas: int, max_surge: int, max_unavailable: int, targets: 
         return
     desired = sum(t.desired_replicas for t in targets)
     current = sum(t.replicas for t in targets)
-    planned = 0
-    for t in targets:
-        plan = plans.get(t.cluster)
-        if plan is None:
-            planned += t.replicas
-        else:
-            planned += t.desired_replicas if plan.replicas is None else plan.replicas
+    planned = planned_replicas(targets, plans)
     assert min(desired, current) - planned <= max_unavailable
     assert planned - max(desired, current) <= max_surge
     assert replicas - desired <= max_unavailable

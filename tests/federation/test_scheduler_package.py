@@ -17,9 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import federation.scheduler as scheduler
-from federation.scheduler import ClusterInfo, ClusterSnapshot, SchedulingUnit, schedule
-from federation.scheduler import batch
+from federation import scheduler
+from federation.scheduler import ClusterInfo, ClusterSnapshot, SchedulingUnit, batch, schedule
 
 GiB = 2**30
 
@@ -35,9 +34,9 @@ def test_every_public_name_is_importable_from_the_package() -> None:
     for name in scheduler.__all__:
         assert getattr(scheduler, name) is not None, name
     from federation.scheduler.filters import FILTER_PLUGINS
-    from federation.scheduler.profiles import _REGISTRIES
+    from federation.scheduler.profiles import REGISTRIES
 
-    assert scheduler.FILTER_PLUGINS is FILTER_PLUGINS is _REGISTRIES["filters"], "one registry, shared by reference"
+    assert scheduler.FILTER_PLUGINS is FILTER_PLUGINS is REGISTRIES["filters"], "one registry, shared by reference"
     assert scheduler.schedule.__module__ == "federation.scheduler.framework"
     assert scheduler.ClusterSnapshot.__module__ == "federation.scheduler.batch"
 
@@ -47,7 +46,7 @@ def test_an_error_while_preparing_a_unit_surfaces_instead_of_falling_back(monkey
     def broken(*args: Any, **kwargs: Any) -> None:
         raise KeyError("a bug in the cached path")
 
-    monkeypatch.setattr(batch, "_score_resources", broken)
+    monkeypatch.setattr(batch, "score_resources", broken)
     snapshot = ClusterSnapshot(_fleet())
     with pytest.raises(KeyError, match="a bug in the cached path"):
         snapshot.schedule(SchedulingUnit("w", desired_replicas=3, resource_request={"cpu": 100}))

@@ -119,3 +119,30 @@ def test_watch_reports_changes_between_ticks():
 
     events = list(connector.watch("apps/v1", "Deployment", timeout_seconds=int(3 * SPEC.tick_seconds), sleep=sleep))
     assert [e.type for e in events if e.object["metadata"]["name"].startswith("web-")] == ["ADDED"]
+
+
+class SlowClock:
+    """Time that moves a tick every time it is read: a cluster larger than a tick can build."""
+
+    def __init__(self) -> None:
+        self.now = 10_000 * SPEC.tick_seconds
+
+    def __call__(self) -> float:
+        self.now += SPEC.tick_seconds
+        return self.now
+
+
+def test_a_sync_reads_one_moment_of_the_simulation_and_builds_it_once(monkeypatch):
+    from fleet.simulator import SimulatedCluster
+    from fleet.sync import read_cluster
+
+    builds = []
+    build = SimulatedCluster._build
+    monkeypatch.setattr(SimulatedCluster, "_build", lambda self, tick: builds.append(tick) or build(self, tick))
+    connector = SimulatedConnector(SPEC, clock=SlowClock())
+    snapshot, _, _ = read_cluster(connector)
+    assert len(builds) == 1, f"built {len(builds)} times for ticks {builds}"
+    placed = {pod.node_name for pod in snapshot.pods.values() if pod.node_name}
+    assert placed and placed <= set(snapshot.nodes), "every pod is on a node of the same moment"
+    later = connector.list("v1", "Node")  # outside a moment, reads follow the clock again
+    assert later.resource_version.split(".")[0] != str(builds[0]) and len(builds) > 1

@@ -162,3 +162,38 @@ def test_the_asgi_fast_path_answers_304_and_defers_everything_else(agent, agent_
     get_redis().delete(f"meridian:nodeconfig:configs:{etag}")
     assert asyncio.run(call(url("bj-1", "bj-1-n000"), [auth, (b"if-none-match", b'"old"')])) == []
     assert len(forwarded) == 4
+
+
+def test_polls_parsed_in_one_turn_of_the_event_loop_share_one_redis_round_trip(agent, agent_token, hdd, settings):
+    """Per poll, redis-py's command and connection handling cost more than Redis' own work:
+    the polls a turn of the loop parsed read their tokens and ETags with one MGET."""
+    import asyncio
+
+    from nodeconfig.fastpath import AgentPollFastPath
+
+    names = [f"bj-1-n{i:03d}" for i in range(12)]
+    etags = {name: agent("get", url("bj-1", name))["ETag"] for name in names}
+    auth = (b"authorization", f"Bearer {agent_token}".encode())
+    redis = get_redis()
+
+    async def poll_all() -> list[int]:
+        async def downstream(scope, receive, send):
+            raise AssertionError(f"{scope['path']} was not answered by the fast path")
+
+        app, answers = AgentPollFastPath(downstream, settings.REDIS_URL), {}
+
+        async def poll(name: str) -> None:
+            async def send(message):
+                answers.setdefault(name, message.get("status"))
+
+            headers = [auth, (b"if-none-match", etags[name].encode())]
+            await app({"type": "http", "method": "GET", "path": url("bj-1", name), "headers": headers}, None, send)
+
+        await poll(names[0])  # the client's connection is made
+        before = redis.info("commandstats")["cmdstat_mget"]["calls"]
+        await asyncio.gather(*(poll(name) for name in names))
+        return [redis.info("commandstats")["cmdstat_mget"]["calls"] - before, *answers.values()]
+
+    mgets, *statuses = asyncio.run(poll_all())
+    assert statuses == [304] * len(names)
+    assert mgets == 1, f"{len(names)} polls in one turn took {mgets} round trips"

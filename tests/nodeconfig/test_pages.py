@@ -160,19 +160,18 @@ def test_target_detail_shows_history_diff_and_nodes(client, viewer, hdd, admin_q
     assert "Roll back" not in html, "a viewer is not offered a rollback"
 
 
-def test_node_table_is_keyset_paginated_by_node_name(client, viewer, fleet, admin_qos, monkeypatch):
+def test_node_table_is_sorted_by_node_name_and_pages(client, viewer, fleet, admin_qos):
     target = make_target(admin_qos, "global", node_label_selector="", config={})
-    monkeypatch.setattr(views, "NODE_PAGE", 5)
     client.force_login(viewer)
-    seen, query = [], {}
-    for _ in range(10):
-        response = client.get(f"/nodeconfig/targets/{target.pk}/", query)
-        page = response.context["node_rows"]
-        seen.extend(row.node.name for row in page)
-        if not response.context["next_query"]:
-            break
-        query = dict(pair.split("=") for pair in response.context["next_query"].split("&"))
+
+    def names(**query) -> list[str]:
+        table = client.get(f"/nodeconfig/targets/{target.pk}/", query).context["table"]
+        return [row.record.node.name for row in table.shown_rows]
+
+    seen = names()
     assert len(seen) == 18 and seen == sorted(seen)
+    assert names(sort="-node") == sorted(seen, reverse=True)
+    assert names(q="n001") == [n for n in seen if "n001" in n]
 
 
 def test_node_config_page_shows_merged_config_and_agent_state(client, viewer, hdd):

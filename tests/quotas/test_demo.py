@@ -72,3 +72,17 @@ def test_an_admitted_workload_is_run_by_the_simulated_cluster_and_charged_once(c
     assert charge.observed is True and charge.replicas == 2
     after = parse_quantity(QuotaGroup.objects.get(name="ads-serving").used["limits.cpu"])
     assert after == before + parse_quantity(str(2 * cores)), "the resync finds what admission charged, counted once"
+
+
+def test_the_demo_tree_seeds_a_fleet_larger_than_it_was_sized_for(db):
+    """The fixed starting values fit 2,000 nodes; a larger fleet's workloads outgrew vision's
+    children and the fit was refused ("parent "vision" has 0 of limits.cpu left")."""
+    for spec in demo_fleet(seed=7, clusters=3, nodes=9000):
+        cluster = Cluster.objects.create(name=spec.name, connector="simulated", connector_config=config_for(spec))
+        with connector_for(cluster) as connector:
+            sync_cluster(cluster, connector)
+    call_command("seed_quotas_demo")
+    for group in QuotaGroup.objects.all():
+        used, hard = parse_quantity(group.used["limits.cpu"]), parse_quantity(group.hard["limits.cpu"])
+        assert used <= hard, group.name
+    assert resync_all()["groups_changed"] == 0

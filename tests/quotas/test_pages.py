@@ -320,10 +320,12 @@ def test_detail_shows_resources_children_workloads_and_history(client, operator,
                                    api_version="apps/v1", name=f"w{i:02d}", replicas=1,
                                    charge={"limits.cpu": "1", "limits.memory": "1Gi"},
                                    admitted_at=timezone.now() + timedelta(seconds=i))
-    first = client.get(detail("vision-ocr")).context["workloads"]
-    assert len(first.object_list) == 50 and first.object_list[0].name == "w54", "most recent first"
-    assert first.object_list[0].summary == "limits.cpu 1", "the charge on the group's keys"
-    assert len(client.get(detail("vision-ocr"), {"page": 2}).context["workloads"].object_list) == 5
+    first = client.get(detail("vision-ocr")).context["workloads_table"]
+    rows = list(first.page.object_list)
+    assert len(rows) == 50 and rows[0].record.name == "w54", "most recent first"
+    assert rows[0].get_cell_value("charge") == "limits.cpu 1", "the charge on the group's keys"
+    second = client.get(detail("vision-ocr"), {"workloads-page": 2}).context["workloads_table"]
+    assert len(second.page.object_list) == 5
 
 
 def test_a_child_budget_is_no_burn_only_pod_time_is(client, viewer):

@@ -12,9 +12,10 @@ from decimal import Decimal
 from fleet.models import Cluster, Node
 from fleet.simstore import config_for
 from fleet.simulator import ClusterSpec
-from scheduling.cpu_services import configure, ensure_node_cpu
-from scheduling.cpuset import TOPOLOGY_ANNOTATION, format_cpuset, generate_topology, reserve_cpus
-from scheduling.cpustate import OVERCOMMIT_RATIO_ANNOTATION, RESERVED_CPUS_ANNOTATION
+from scheduling.cpu.allocation import configure
+from scheduling.cpu.cpuset import TOPOLOGY_ANNOTATION, format_cpuset, generate_topology, reserve_cpus
+from scheduling.cpu.inputs import ensure_node_cpu
+from scheduling.cpu.state import OVERCOMMIT_RATIO_ANNOTATION, RESERVED_CPUS_ANNOTATION
 
 SEED_TOPOLOGY = generate_topology(sockets=2, numa_per_socket=1, cores_per_numa=26, threads_per_core=2)
 SEED_RESERVED = format_cpuset(reserve_cpus(SEED_TOPOLOGY, 8))
@@ -62,7 +63,7 @@ def synced_host(ratio: str = "1"):
     reconciled: (cluster, node name, NodeCPU). No generated pod runs there (seed 13)."""
     from fleet.services import connector_for
     from fleet.sync import sync_cluster
-    from scheduling.cpu_services import reconcile_cluster
+    from scheduling.cpu.reconcile import reconcile_cluster
     from scheduling.models import NodeCPU
 
     cluster = simulated_cluster()

@@ -7,7 +7,7 @@ import pytest
 from core.models import ObjectChange
 from fleet.models import Cluster
 from fleet.tokens import issue_token
-from scheduling import cpu_services as svc
+from scheduling.cpu import allocation
 from scheduling.models import CPUAllocation
 
 from .cpu_fixtures import seed_node
@@ -74,14 +74,14 @@ def test_viewers_cannot_allocate(viewer_api, host):
 
 def test_stale_if_match_is_refused(operator_api, host):
     etag = operator_api.get(f"{BASE}/nodes/{host.pk}/")["ETag"]
-    svc.allocate_exclusive(host, namespace="db", name="other", request=2)
+    allocation.allocate_exclusive(host, namespace="db", name="other", request=2)
     response = operator_api.post(f"{BASE}/nodes/{host.pk}/allocate/", {"namespace": "db", "name": "a", "request": 1},
                                  format="json", HTTP_IF_MATCH=etag)
     assert response.status_code == 412 and response.json()["code"] == "stale"
 
 
 def test_settings_patch(operator_api, host):
-    svc.allocate_exclusive(host, namespace="db", name="a", request=4)
+    allocation.allocate_exclusive(host, namespace="db", name="a", request=4)
     held = CPUAllocation.objects.get().cpus
     refused = operator_api.patch(f"{BASE}/nodes/{host.pk}/", {"reserved_cpus": str(held[0])}, format="json")
     assert refused.status_code == 400 and "reserved_cpus" in refused.json()["errors"]
@@ -91,7 +91,7 @@ def test_settings_patch(operator_api, host):
 
 def test_what_if_node_and_fleet(operator_api, cluster, host):
     busy = seed_node(cluster, "db-host-2")
-    svc.allocate_exclusive(busy, namespace="db", name="a", request=64)
+    allocation.allocate_exclusive(busy, namespace="db", name="a", request=64)
     answer = operator_api.post(f"{BASE}/nodes/{busy.pk}/what-if/", {"request": 33}, format="json").json()
     assert answer["ok"] is False and answer["reason"] == "Insufficient exclusive cpu"
     assert answer["detail"].startswith("Insufficient exclusive cpu — 33 requested; 32 of 96 sellable exclusive CPU(s) left")
@@ -106,7 +106,7 @@ def test_what_if_node_and_fleet(operator_api, cluster, host):
 
 def test_fleet_view(viewer_api, cluster, host):
     other = seed_node(cluster, "db-host-2")
-    svc.allocate_exclusive(other, namespace="db", name="a", request=60)
+    allocation.allocate_exclusive(other, namespace="db", name="a", request=60)
     view = viewer_api.get(f"{BASE}/fleet/?request=40").json()  # 96 left on one, 36 on the other
     total = view["total"]
     assert (total["nodes"], total["sellable"], total["exclusive_used"], total["fit_nodes"]) == (2, 192, 60, 1)
@@ -121,14 +121,14 @@ def test_agent_cpuset_endpoint(client, cluster, host):
     url = "/api/agent/v1/clusters/db-pool/nodes/db-host-1/cpuset"
     assert client.get(url).status_code == 401
     assert client.get(url, HTTP_AUTHORIZATION=f"Bearer {foreign}").status_code == 403
-    svc.allocate_exclusive(host, namespace="db", name="a", request=4)
+    allocation.allocate_exclusive(host, namespace="db", name="a", request=4)
     response = client.get(url, HTTP_AUTHORIZATION=f"Bearer {raw}")
     assert response.status_code == 200
     body = response.json()
     assert body["sharePool"]["cpuset"] and body["instances"][0]["name"] == "a" and body["instances"][0]["mode"] == "exclusive"
     etag = response["ETag"]
     assert client.get(url, HTTP_AUTHORIZATION=f"Bearer {raw}", HTTP_IF_NONE_MATCH=etag).status_code == 304
-    svc.release(host, "db/a")
+    allocation.release(host, "db/a")
     changed = client.get(url, HTTP_AUTHORIZATION=f"Bearer {raw}", HTTP_IF_NONE_MATCH=etag)
     assert changed.status_code == 200 and changed.json()["instances"] == [] and changed["ETag"] != etag
     assert client.get("/api/agent/v1/clusters/db-pool/nodes/nope/cpuset", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 404
@@ -137,7 +137,7 @@ def test_agent_cpuset_endpoint(client, cluster, host):
 def test_agent_cpuset_answers_without_redis(client, cluster, host, monkeypatch):
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    import scheduling.cpu_agent_views as views
+    import scheduling.cpu.agent_views as views
 
     raw = issue_token(cluster, "agent")[1]
     url = "/api/agent/v1/clusters/db-pool/nodes/db-host-1/cpuset"

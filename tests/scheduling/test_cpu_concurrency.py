@@ -21,11 +21,10 @@ import pytest
 
 from core.models import APIToken
 from fleet.services import connector_for
-from scheduling import cpu_services as svc
-from scheduling.cpuset import parse_cpuset
-from scheduling.cpustate import CPU_SHAREPOOL, rebuild_state
+from scheduling.cpu import delivery, store
+from scheduling.cpu.cpuset import parse_cpuset
+from scheduling.cpu.state import CPU_SHAREPOOL, rebuild_state
 from scheduling.models import CPUAllocation, CPUClaim, NodeCPU
-
 from tests.servers import asgi_server  # noqa: F401 (fixture)
 
 from .cpu_fixtures import SEED_RESERVED, cpus_of, instance_pod, synced_host
@@ -90,14 +89,14 @@ def test_200_concurrent_allocations_never_share_a_cpu(server, operator):
     with connector_for(cluster) as connector:
         for body in granted:
             connector.apply(instance_pod("db", body["name"], name, cpu=str(len(body["cpus"]))))
-        report = svc.deliver(node.pk, connector)
+        report = delivery.deliver(node.pk, connector)
         assert report.pods == len(granted) and not report.errors
         pods = [p for p in connector.list_pods().items if p["spec"].get("nodeName") == name]
         annotations = connector.get("v1", "Node", name)["metadata"]["annotations"]
     for body in granted:
         pod = next(p for p in pods if p["metadata"]["name"] == body["name"])
         assert cpus_of(pod["metadata"]["annotations"]) == body["cpus"]
-    state = svc.current_state(node)
+    state = store.current_state(node)
     rebuilt = rebuild_state(state.topology, pods, node_annotations=annotations)
     assert rebuilt.ok and not rebuilt.conflicts
     assert {k: a.cpus for k, a in rebuilt.state.exclusive.items()} == {k: a.cpus for k, a in state.exclusive.items()}

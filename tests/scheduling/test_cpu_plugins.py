@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from scheduling.cpuset import TOPOLOGY_ANNOTATION
-from scheduling.cpustate import RESERVED_CPUS_ANNOTATION
+from scheduling.cpu.cpuset import TOPOLOGY_ANNOTATION
+from scheduling.cpu.state import RESERVED_CPUS_ANNOTATION
 from scheduling.engine import PluginSpec, Policy, Scheduler
 from scheduling.framework import PLUGINS, filter_nodes, score_nodes
 from scheduling.plugins.cpuset import CPU_STATE_ANNOTATION, node_cpu_state
@@ -105,14 +105,14 @@ def test_cpu_state_annotation_carries_the_databases_view():
 @pytest.mark.django_db
 def test_a_snapshot_from_the_database_carries_the_node_state():
     from fleet.models import Cluster
-    from scheduling import cpu_services as svc
-    from scheduling.cpu_binding import scheduler_annotations
+    from scheduling.cpu import allocation
+    from scheduling.cpu.binding import scheduler_annotations
 
     from .cpu_fixtures import seed_node
 
     cluster = Cluster.objects.create(name="db-pool", connector=Cluster.ConnectorKind.SIMULATED)
     node_cpu = seed_node(cluster)
-    svc.allocate_exclusive(node_cpu, namespace="db", name="a", request=64)
+    allocation.allocate_exclusive(node_cpu, namespace="db", name="a", request=64)
     node = {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": "db-host-1", "annotations": scheduler_annotations(node_cpu)},
             "status": {"allocatable": {"cpu": "104", "memory": "512Gi", "pods": "110"}}}

@@ -1,4 +1,4 @@
-"""scheduling.cpuset: topology, cpuset lists, IO queues, and the allocator against upstream tables.
+"""scheduling.cpu.cpuset: topology, cpuset lists, IO queues, and the allocator against upstream tables.
 
 Allocator tables are ported by name from Koordinator's
 ``pkg/scheduler/plugins/nodenumaresource/cpu_accumulator_test.go`` (TestTakeFullPCPUs,
@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from scheduling.cpuset import (
+from scheduling.cpu.cpuset import (
     BIND_ALL_CPUS,
     SAME_CORE_FIRST,
     SPREAD,

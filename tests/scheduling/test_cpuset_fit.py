@@ -1,8 +1,9 @@
-"""scheduling.cpufit: filter verdicts, scores, the what-if and the fleet summaries."""
+"""scheduling.cpu.fit: filter verdicts, scores, the what-if and the fleet summaries."""
 
 from __future__ import annotations
 
-from scheduling.cpufit import (
+from scheduling.cpu.cpuset import BIND_ALL_CPUS, SAME_CORE_FIRST, SPREAD, generate_topology, reserve_cpus
+from scheduling.cpu.fit import (
     NodeSummary,
     SummaryColumns,
     fits_exclusive,
@@ -11,8 +12,7 @@ from scheduling.cpufit import (
     summarize,
     what_if_exclusive,
 )
-from scheduling.cpuset import BIND_ALL_CPUS, SAME_CORE_FIRST, SPREAD, generate_topology, reserve_cpus
-from scheduling.cpustate import ExclusiveAllocation, NodeCPUState, SharedInstance
+from scheduling.cpu.state import ExclusiveAllocation, NodeCPUState, SharedInstance
 
 HOST_104 = generate_topology(2, 1, 26, 2)
 

@@ -13,8 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduling.cpufit import summarize, summarize_masks
-from scheduling.cpuset import (
+from scheduling.cpu.cpuset import (
     BIND_ALL_CPUS,
     SAME_CORE_FIRST,
     SPREAD,
@@ -27,7 +26,8 @@ from scheduling.cpuset import (
     generate_topology,
     parse_cpuset,
 )
-from scheduling.cpustate import (
+from scheduling.cpu.fit import summarize, summarize_masks
+from scheduling.cpu.state import (
     ExclusiveAllocation,
     NodeCPUState,
     SharedInstance,

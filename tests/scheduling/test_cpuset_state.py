@@ -1,4 +1,4 @@
-"""scheduling.cpustate: the seed's worked example, the sellable rules, release-isolate mode,
+"""scheduling.cpu.state: the seed's worked example, the sellable rules, release-isolate mode,
 safety checks, annotation payloads and the rebuild of a node's state from annotations."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduling.cpufit import fits_exclusive, fits_shared
-from scheduling.cpuset import (
+from scheduling.cpu.cpuset import (
     SAME_CORE_FIRST,
     SPREAD,
     AllocationError,
@@ -19,7 +18,8 @@ from scheduling.cpuset import (
     generate_topology,
     reserve_cpus,
 )
-from scheduling.cpustate import (
+from scheduling.cpu.fit import fits_exclusive, fits_shared
+from scheduling.cpu.state import (
     ALLOC_STATUS,
     CPU_SHAREPOOL,
     CUSTOM_CGROUP_INFO,

@@ -27,7 +27,7 @@ from scheduling.engine import (
 )
 from scheduling.framework import PLUGINS, filter_nodes, score_nodes
 from scheduling.plugins.base import Plugin
-from scheduling.simplacer import engine_placer
+from scheduling.fleet_placer import engine_placer
 from scheduling.status import SKIP, ArgsError, FilterResult, Status
 from tests.scheduling.wrappers import REQUIRED, make_node, make_pod
 

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from scheduling.cluster import ClusterState, PodInfo
-from scheduling.cpuset import TOPOLOGY_ANNOTATION, CPUTopology
-from scheduling.cpustate import ALLOC_SPEC, CPU_ISOLATE_MODE
+from scheduling.cpu.cpuset import TOPOLOGY_ANNOTATION, CPUTopology
+from scheduling.cpu.state import ALLOC_SPEC, CPU_ISOLATE_MODE
 from scheduling.engine import Policy, Scheduler, Snapshot
 from scheduling.livecache import LiveCluster, usage_from_metrics, with_cpu_plugins
 from scheduling.schedqueue import ACTIVE, BACKOFF, UNSCHEDULABLE, SchedulingQueue
-from scheduling.simulate import simulate
+from scheduling.whatif import simulate
 
 STACK = Policy.from_config({"schedulerName": "stack", "plugins": {"score": {
     "enabled": [{"name": "NodeResourcesFit", "weight": 5}]}},

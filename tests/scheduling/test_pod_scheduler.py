@@ -25,8 +25,8 @@ from fleet.services import SYNC_TASK, register_cluster
 from fleet.tasks import cluster_shard_key
 from fleet.tokens import issue_token
 from scheduling import podscheduler, services
-from scheduling.cpuset import TOPOLOGY_ANNOTATION, format_cpuset, generate_topology, reserve_cpus
-from scheduling.cpustate import (
+from scheduling.cpu.cpuset import TOPOLOGY_ANNOTATION, format_cpuset, generate_topology, reserve_cpus
+from scheduling.cpu.state import (
     ALLOC_SPEC,
     ALLOC_STATUS,
     CPU_ISOLATE_MODE,
@@ -35,8 +35,8 @@ from scheduling.cpustate import (
     RESERVED_CPUS_ANNOTATION,
 )
 from scheduling.models import CPUAllocation
-from scheduling.placement import cluster_snapshot
-from scheduling.simulate import simulate
+from scheduling.whatif import simulate
+from scheduling.whatif_inventory import cluster_snapshot
 from tests.kubeapi import ApiServer, registration, serve
 from tests.workers import shard_worker, wait_for_job
 

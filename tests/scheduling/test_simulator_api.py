@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from core.context import acting_as
 from fleet.models import Cluster, Node, Pod
-from scheduling import placement, services
+from scheduling import services, whatif_inventory
 
 SIMULATE = "/api/v1/scheduling/simulate/"
 POD = {"metadata": {"name": "web", "namespace": "web", "labels": {"app": "web"}},
@@ -36,7 +36,7 @@ def inventory(db):
 
 def test_snapshot_is_built_in_bulk(inventory):
     with CaptureQueriesContext(connection) as ctx:
-        snapshot = placement.cluster_snapshot(inventory)
+        snapshot = whatif_inventory.cluster_snapshot(inventory)
     assert len(ctx) <= 3
     assert len(snapshot.nodes) == 300 and len(snapshot.pods) == 4
     cordoned = next(n for n in snapshot.nodes if n["metadata"]["name"] == "n150")

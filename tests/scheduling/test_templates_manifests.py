@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from scheduling.manifests import ManifestError, dump_manifests, from_manifest, load_manifests, to_manifest
+from scheduling.manifests import ManifestError, dump_manifests, from_manifest, load_manifests, load_spec, to_manifest
 from scheduling.schedconfig import SchedulerBinding, SchedulerTemplate, TemplateRef, render
 from tests.scheduling.test_templates import SEED_NSC_YAML, SEED_RENDERED
 
@@ -223,3 +223,24 @@ def test_an_indented_marker_inside_a_block_scalar_is_content():
 def test_empty_documents_are_skipped():
     assert load_manifests("---\n---\n" + GOOD_NSC + "...\n").objects == load_manifests(GOOD_NSC).objects
     assert load_manifests("").objects == ()
+
+
+def test_one_spec_reads_as_a_document_of_an_import_does():
+    """``load_spec`` (a form's spec box): unquoted placeholders, canonical afterwards; one
+    document only; problems as an import words them; not-YAML as YAML's own error."""
+    from scheduling.forms import parse_template_spec
+
+    text = "nodeAffinity:\n  required:\n    values:\n    - {{ .Pool }}\n    - x-{{.Pool}}\n"
+    assert load_spec(text) == {"nodeAffinity": {"required": {"values": ["{{.Pool}}", "x-{{.Pool}}"]}}}
+    assert parse_template_spec(text) == load_spec(text)
+    with pytest.raises(ManifestError) as caught:
+        load_spec("a: 1\n---\nb: 2\n")
+    assert caught.value.code == "one_document"
+    with pytest.raises(ValueError, match="one YAML document"):
+        parse_template_spec("a: 1\n---\nb: 2\n")
+    with pytest.raises(ManifestError, match="placeholders are not allowed in field names"):
+        load_spec("{{.Key}}: 1\n")
+    with pytest.raises(yaml.YAMLError):
+        load_spec("a: [b")
+    with pytest.raises(ValueError, match="line 1"):
+        parse_template_spec("a: [b")

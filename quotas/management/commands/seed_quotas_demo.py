@@ -8,6 +8,7 @@ import math
 from django.core.management.base import BaseCommand
 
 from core.context import acting_as
+from fleet.models import Node
 from fleet.simulator import QUOTA_GROUPS
 from kube.quantity import Quantity
 from quotas import services
@@ -23,6 +24,9 @@ A100 = "requests.nvidia.com/gpu.A100"
 EXTRA = {"vision": {"cash/requests.nvidia.com/gpu": "100000", A100: "512"}, "search-core": {"limits.cpu.A4": "0"}}
 ROOMY = {"limits.cpu": "100000", "limits.memory": "1000Ti", "requests.nvidia.com/gpu": "10000", "pods": "100000"}
 HEADROOM = 1.5
+#: The fleet size the fixed values above fit; a larger fleet runs proportionally more, so the
+#: starting values grow twice as fast as the fleet (200,000 nodes: ×200) and the fit shrinks them.
+SIZED_FOR_NODES = 2000
 
 
 class Command(BaseCommand):
@@ -37,13 +41,16 @@ class Command(BaseCommand):
             self.stdout.write("quota demo: groups already exist; nothing to seed")
             return
         assert set(QUOTA_GROUPS) <= set(TREE), "every group the simulated workloads name exists"
+        nodes = Node.objects.count()
+        scale = 1 if nodes <= SIZED_FOR_NODES else math.ceil(2 * nodes / SIZED_FOR_NODES)
         with acting_as("system:seed-demo"):
             for name, parent in TREE.items():
                 hard = dict(ROOMY, **{k: v for k, v in EXTRA.get(name, {}).items() if k.startswith("cash/") or k == A100})
                 if parent == "vision":
-                    hard = {k: str(int(v.rstrip("Ti")) // 4) + ("Ti" if v.endswith("Ti") else "") for k, v in ROOMY.items()}
+                    hard = {k: _times(v, 1 / 4) for k, v in ROOMY.items()}
                     hard["cash/requests.nvidia.com/gpu"] = "1000"
                     hard[A100] = "128"
+                hard = {k: _times(v, scale) for k, v in hard.items()}
                 services.create_group(name=name, parent=parent, hard=hard, description=f"demo business group {name}",
                                       reason="demo seed")
             resync_all()
@@ -60,6 +67,12 @@ class Command(BaseCommand):
             if "limits.cpu.A4" in EXTRA.get(group.name, {}):
                 hard["limits.cpu.A4"] = _headroom(group.used.get("limits.cpu", "0"), "limits.cpu", share=0.5)
             services.update_group(group, hard=hard, reason=reason)
+
+
+def _times(value: str, factor: float) -> str:
+    """``value`` (a count, or Ti) scaled, in the same unit."""
+    unit = "Ti" if value.endswith("Ti") else ""
+    return f"{int(int(value.removesuffix(unit)) * factor)}{unit}"
 
 
 def _headroom(used: str, key: str, share: float = 1.0) -> str:

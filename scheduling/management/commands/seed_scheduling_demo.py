@@ -18,9 +18,16 @@ from django.db import transaction
 from core.context import acting_as
 from fleet.models import Cluster, Node
 from fleet.services import connector_for
-from scheduling import cpu_services as svc
-from scheduling.cpuset import IO_QUEUES_ANNOTATION, TOPOLOGY_ANNOTATION, CPUTopology, format_cpuset, generate_topology, reserve_cpus
-from scheduling.cpustate import OVERCOMMIT_RATIO_ANNOTATION, RESERVED_CPUS_ANNOTATION, NodeCPUState
+from scheduling.cpu import allocation, delivery, reconcile, store
+from scheduling.cpu.cpuset import (
+    IO_QUEUES_ANNOTATION,
+    TOPOLOGY_ANNOTATION,
+    CPUTopology,
+    format_cpuset,
+    generate_topology,
+    reserve_cpus,
+)
+from scheduling.cpu.state import OVERCOMMIT_RATIO_ANNOTATION, RESERVED_CPUS_ANNOTATION, NodeCPUState
 from scheduling.models import NodeCPU
 
 SEED_HOST = generate_topology(sockets=2, numa_per_socket=1, cores_per_numa=26, threads_per_core=2)
@@ -63,7 +70,7 @@ class Command(BaseCommand):
             key = json.dumps(node.cpu_topology, separators=(",", ":"))
             if key not in cache:
                 topology = CPUTopology.from_rows(node.cpu_topology)
-                cache[key] = (svc._topology_columns(topology), svc.summary_values(NodeCPUState(topology)))
+                cache[key] = (store.topology_columns(topology), store.summary_values(NodeCPUState(topology)))
             columns, summary = cache[key]
             batch.append(NodeCPU(node_id=node.pk, cluster_id=node.cluster_id, name=node.name, **columns, **summary))
         NodeCPU.objects.bulk_create(batch, batch_size=2000)
@@ -85,22 +92,22 @@ class Command(BaseCommand):
             connector.patch("v1", "Node", name, {"metadata": {"annotations": annotations}})
             with transaction.atomic():
                 NodeCPU.objects.filter(cluster=cluster, name=name).delete()  # the demo host is new hardware
-            svc.reconcile_cluster(cluster, connector, node_names=[name])
+            reconcile.reconcile_cluster(cluster, connector, node_names=[name])
             node = NodeCPU.objects.get(cluster=cluster, name=name)
             for mode, pod_name, spec in INSTANCES:
                 if node.allocations.filter(pod_name=pod_name).exists():
                     continue
                 if mode == "exclusive":
-                    svc.allocate_exclusive(node, namespace="db", name=pod_name, app=pod_name, reason="demo: seed example",
+                    allocation.allocate_exclusive(node, namespace="db", name=pod_name, app=pod_name, reason="demo: seed example",
                                            **spec)
                     cpu = str(spec["request"])
                     notes = {"cpu-isolate-mode": "exclusive"}
                 else:
-                    svc.place_shared(node, namespace="db", name=pod_name, app=pod_name, reason="demo: seed example", **spec)
+                    allocation.place_shared(node, namespace="db", name=pod_name, app=pod_name, reason="demo: seed example", **spec)
                     cpu, notes = f"{spec['request_milli']}m", {}
                 connector.apply(_pod(pod_name, name, cpu, spec.get("limit_milli"), notes))
-            svc.deliver(node.pk, connector)
-            svc.reconcile_cluster(cluster, connector, node_names=[name])
+            delivery.deliver(node.pk, connector)
+            reconcile.reconcile_cluster(cluster, connector, node_names=[name])
         return f"{cluster.name}/{name}"
 
 

@@ -1,4 +1,4 @@
-"""Filter, score, what-if and fleet summaries over :class:`~scheduling.cpustate.NodeCPUState`.
+"""Filter, score, what-if and fleet summaries over :class:`~scheduling.cpu.state.NodeCPUState`.
 
 These are the pieces a scheduler plugin (owned by the plugin framework) calls per node, and
 what the console's fleet CPU view reads.  Pure Python, no Django.
@@ -8,7 +8,7 @@ Filter
     kube-scheduler-style reasons: ``"Insufficient exclusive cpu"``, ``"Insufficient shared
     cpu"``, ``"app X already has N instance(s) on this node (machineMaxList)"``,
     ``"request exceeds 2/3 of sellable CPUs (64)"``.  The first failing rule is the reason;
-    :func:`scheduling.cpustate.exclusive_problems` lists them all.
+    :func:`scheduling.cpu.state.exclusive_problems` lists them all.
 
 Score (0-100, higher is better)
     ``50 * fill + 30 * locality + 20 * (1 - stranded share)`` where *fill* is the node's
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import NamedTuple
 
-from scheduling.cpuset import BIND_ALL_CPUS, SAME_CORE_FIRST, AllocationError, CPUTopology, format_cpuset, plan_allocation
-from scheduling.cpustate import (
+from scheduling.cpu.cpuset import BIND_ALL_CPUS, SAME_CORE_FIRST, AllocationError, CPUTopology, format_cpuset, plan_allocation
+from scheduling.cpu.state import (
     ExclusiveAllocation,
     NodeCPUState,
     SharedInstance,

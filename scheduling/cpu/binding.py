@@ -2,9 +2,9 @@
 
 When Meridian's scheduler binds a pod asking for exclusive CPUs (``cpu-isolate-mode:
 exclusive``, its ``alloc-spec``), the same step allocates them on the chosen node, through the
-one allocator (``cpu_services.allocate_exclusive``: the node's row lock, the sellable rules, the
+one allocator (``allocation.allocate_exclusive``: the node's row lock, the sellable rules, the
 claims table that holds each CPU once), and writes the result before the bind
-(``cpu_services.deliver``: the pod's ``alloc-status`` / ``custom-cgroup-info``, the node's
+(``delivery.deliver``: the pod's ``alloc-status`` / ``custom-cgroup-info``, the node's
 ``cpu-sharepool``), so the kubelet's cgroup controller finds them when the pod starts. A bind
 that does not happen (the pod was bound or deleted meanwhile) and a pod deleted later give the
 CPUs back (``release_for_pod``). The scheduler reads the nodes' stored states as annotations of
@@ -27,9 +27,11 @@ from core.context import acting_as
 from core.errors import Conflict
 from fleet.models import Node
 
-from . import cpu_services
+from ..models import CPUAllocation, NodeCPU
+from ..plugins.cpuset import CPU_STATE_ANNOTATION, cpu_state_annotation
+from . import allocation, delivery, inputs, reconcile, store
 from .cpuset import IO_QUEUES_ANNOTATION, SAME_CORE_FIRST, TOPOLOGY_ANNOTATION, CPUTopology, IOQueueDistribution, TopologyError
-from .cpustate import (
+from .state import (
     ALLOC_SPEC,
     EXCLUDE_RESERVE_CPUSET,
     OVERCOMMIT_RATIO_ANNOTATION,
@@ -37,8 +39,6 @@ from .cpustate import (
     RESERVED_CPUS_ANNOTATION,
     parse_alloc_spec,
 )
-from .plugins.cpuset import CPU_STATE_ANNOTATION, cpu_state_annotation
-from .models import CPUAllocation, NodeCPU
 
 ACTOR = "system:scheduler"
 REASON = "placed by Meridian's scheduler"
@@ -92,10 +92,10 @@ def prepare_node(cluster_pk: int, node: Mapping[str, Any], node_pods: Sequence[M
     except TopologyError:
         return False
     with acting_as(ACTOR):
-        created = cpu_services.ensure_node_cpu(row, topology)
+        created = inputs.ensure_node_cpu(row, topology)
         if created is None:
             return False
-        cpu_services.reconcile_node(created, node, list(node_pods), pending=pending)
+        reconcile.reconcile_node(created, node, list(node_pods), pending=pending)
     return True
 
 
@@ -126,19 +126,19 @@ def allocate_for_pod(cluster_pk: int, node_name: str, pod: Mapping[str, Any], co
                     and len(other.cpus) == request and not other.disputed:
                 row = other  # allocated before a crash, for this very pod and node
             else:
-                cpu_services.release(other.node_cpu, other.instance, reason=f"{REASON}: the pod is placed anew")
-                cpu_services.deliver(other.node_cpu_id, connector)
+                allocation.release(other.node_cpu, other.instance, reason=f"{REASON}: the pod is placed anew")
+                delivery.deliver(other.node_cpu_id, connector)
         if row is None:
-            row = cpu_services.allocate_exclusive(
+            row = allocation.allocate_exclusive(
                 node_cpu, namespace=namespace, name=name, request=request, strategy=strategy,
                 app=str((meta.get("labels") or {}).get(app_label, "")), uid=uid, machine_max=machine_max,
                 exclude_reserved=str(annotations.get(EXCLUDE_RESERVE_CPUSET, "true")).lower() != "false",
                 containers=containers or None, release_isolate=str(annotations.get(RELEASE_ISOLATE_MODE, "")).lower() == "true",
                 reason=REASON)
-        cpu_services.deliver(node_cpu.pk, connector)
+        delivery.deliver(node_cpu.pk, connector)
     node_cpu.refresh_from_db()
-    state = cpu_services.current_state(node_cpu)
-    written = cpu_services.desired_pod_annotations(state, row) or {}
+    state = store.current_state(node_cpu)
+    written = delivery.desired_pod_annotations(state, row) or {}
     return {key: value for key, value in written.items() if value is not None}
 
 
@@ -152,8 +152,8 @@ def release_for_pod(cluster_pk: int, pod: Mapping[str, Any], connector: Any) -> 
     nodes = []
     with acting_as(ACTOR):
         for row in rows:
-            cpu_services.release(row.node_cpu, row.instance, reason=f"{REASON}: the pod is gone or was not bound")
-            cpu_services.deliver(row.node_cpu_id, connector)
+            allocation.release(row.node_cpu, row.instance, reason=f"{REASON}: the pod is gone or was not bound")
+            delivery.deliver(row.node_cpu_id, connector)
             nodes.append(row.node_cpu.name)
     return nodes
 
@@ -171,10 +171,10 @@ def scheduler_annotations(node: NodeCPU) -> dict[str, str]:
     """Node annotations that carry this node's stored CPU state into node objects the scheduling
     engine reads (the pod scheduler's node views, placement snapshots built from the database),
     as ``scheduling.plugins.cpuset`` reads them."""
-    state = cpu_services.current_state(node)
-    annotations = {TOPOLOGY_ANNOTATION: cpu_services.topology_of(node).to_annotation(),
+    state = store.current_state(node)
+    annotations = {TOPOLOGY_ANNOTATION: store.topology_of(node).to_annotation(),
                    RESERVED_CPUS_ANNOTATION: node.reserved_cpus,
-                   OVERCOMMIT_RATIO_ANNOTATION: cpu_services.node_annotations(node, state)[OVERCOMMIT_RATIO_ANNOTATION],
+                   OVERCOMMIT_RATIO_ANNOTATION: delivery.node_annotations(node, state)[OVERCOMMIT_RATIO_ANNOTATION],
                    CPU_STATE_ANNOTATION: cpu_state_annotation(state)}
     if node.io_queues:
         annotations[IO_QUEUES_ANNOTATION] = IOQueueDistribution.from_mapping(node.io_queues).to_annotation()

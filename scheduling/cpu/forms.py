@@ -1,5 +1,5 @@
 """Forms of the CPU co-location pages: they parse what a person typed; the rules are in
-``cpu_services`` (the API refuses exactly the same things). Forms that change a node carry
+``allocation`` and ``capacity`` (the API refuses exactly the same things). Forms that change a node carry
 its version (ETag): an allocation made on a page read before another change is refused."""
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ from redis.exceptions import RedisError
 from core.redis import get_redis
 from fleet.machine import authorize_agent, if_none_match, not_modified, problem
 
-from .cpu_services import AGENT_BODY_KEY, agent_etag, agent_payload
-from .models import NodeCPU
+from ..models import NodeCPU
+from .agent import AGENT_BODY_KEY, agent_etag, agent_payload
 
 logger = logging.getLogger(__name__)
 BODY_KEY = AGENT_BODY_KEY

@@ -14,23 +14,21 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.db.models import Q
 
 from core.context import acting_as
 from core.locks import hold
 from core.taskbase import always_idle
-from django.db.models import Q
-
 from fleet.models import Cluster, Node
 
-from . import cpu_services
-from .models import NodeCPU
-
+from ..models import NodeCPU
+from . import delivery, reconcile
 
 
 @shared_task(name="scheduling.cpu_deliver", ignore_result=True)
 def cpu_deliver(node_cpu_id: int) -> dict | None:
     with acting_as("system:cpu-delivery"):
-        report = cpu_services.deliver(node_cpu_id)
+        report = delivery.deliver(node_cpu_id)
     return report.as_dict() if report is not None else None
 
 
@@ -40,7 +38,7 @@ def cpu_reconcile_cluster(cluster_name: str) -> dict | None:
     if cluster is None:
         return None
     with hold(f"scheduling-cpu-reconcile/{cluster_name}"), acting_as("system:cpu-reconciler"):
-        return cpu_services.reconcile_cluster(cluster).as_dict()
+        return reconcile.reconcile_cluster(cluster).as_dict()
 
 
 @shared_task(name="scheduling.cpu_reconcile_all", ignore_result=True, idle=staticmethod(always_idle))

@@ -81,7 +81,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kube.resources import pod_limits, pod_requests
-from scheduling.cpuset import (
+from scheduling.cpu.cpuset import (
     BIND_ALL_CPUS,
     SAME_CORE_FIRST,
     STRATEGIES,

@@ -1,5 +1,7 @@
-"""The placement simulator's Django side: a cluster's inventory as an engine ``Snapshot``, runs of
-``simulate``/``compare`` under stored policies, and their results as JSON for the page and API.
+"""What-if placement over a cluster's stored inventory, the placement simulator's Django side: the
+inventory as an engine ``Snapshot``, runs of ``whatif.simulate``/``whatif.compare`` under stored
+policies, and their results as JSON for the page and the API. (It was ``placement.py``: the
+name said neither that it only simulates nor what it simulates on.)
 
 The snapshot is built in two bulk queries (the cluster's nodes, its running pods), never a
 query per node. Fleet rows become v1 objects the plugins read: a node's labels, taints and
@@ -22,9 +24,10 @@ from core.errors import NotFound, Refused
 from fleet.models import Cluster, Node, Pod
 
 from . import services
+from .cluster import amount_of
 from .engine import Policy, Snapshot
 from .livecache import with_condition_taints
-from .simulate import SimulationResult, compare, simulate
+from .whatif import SimulationResult, compare, simulate
 
 TOP_NODES = 60
 
@@ -107,12 +110,10 @@ def result_body(result: SimulationResult, allocatable: Mapping[str, Mapping[str,
 
 
 def _alloc_ints(allocatable: Mapping[str, Any]) -> dict[str, int]:
-    from .cluster import _quantity, amount
-
     out = {}
     for name, value in allocatable.items():
         try:
-            out[name] = amount(name, _quantity(value))
+            out[name] = amount_of(name, value)
         except ValueError:
             continue
     return out

@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from scheduling.engine import PluginSpec, Policy, Snapshot
-from scheduling.simulate import compare, simulate
+from scheduling.whatif import compare, simulate
 from tests.scheduling.wrappers import make_node, make_pod
 
 GI = 2**30

@@ -1,7 +1,7 @@
 """CPU co-location pages: the fleet's sellable exclusive CPUs, one node's CPU map with its
 instances and the operators' actions, and the what-if ("which nodes can take 32 CPUs?").
 
-Every write calls ``cpu_services`` (validated, locked, audited like the API); a refusal comes
+Every write calls ``allocation`` (validated, locked, audited like the API); a refusal comes
 back on the form. Reads need ``view_nodecpu``; allocate / place shared / release need
 ``allocate_nodecpu``; release-isolate needs ``release_isolate_nodecpu``; the what-if, a
 preview of an allocation, needs ``allocate_nodecpu`` too (the house rule for previews).
@@ -21,11 +21,11 @@ from core import concurrency
 from core.permissions import may, restrict
 from core.views import PermissionMixin, VerbViewMixin
 
-from . import cpu_services as services
-from .cpu_forms import SORTS, AllocateForm, FleetFilterForm, InstanceActionForm, SharedForm, WhatIfForm
+from ..models import NodeCPU
+from . import allocation, capacity, store
 from .cpuset import format_cpuset
-from .cpustate import cpu_map
-from .models import NodeCPU
+from .forms import SORTS, AllocateForm, FleetFilterForm, InstanceActionForm, SharedForm, WhatIfForm
+from .state import cpu_map
 
 PAGE = 50
 CLUSTER_ROWS = 50
@@ -108,7 +108,7 @@ class CPUFleetView(PermissionMixin, TemplateView):
         queryset = restrict(NodeCPU.objects.all(), self.request.user)  # a scoped role: its clusters' nodes
         if values["cluster"]:
             queryset = queryset.filter(cluster__name=values["cluster"])
-        view = services.fleet_view(queryset, values["request"])
+        view = capacity.fleet_view(queryset, values["request"])
         nodes_qs = queryset.filter(largest_exclusive__gte=values["request"]) if values["request"] else queryset
         count = view["total"]["fit_nodes"] if values["request"] else view["total"]["nodes"]
         pages = max(1, -(-count // PAGE))
@@ -147,7 +147,7 @@ class CPUWhatIfView(PermissionMixin, TemplateView):
             queryset = NodeCPU.objects.all()
             if cluster:
                 queryset = queryset.filter(cluster__name=cluster)
-            answer = services.candidates(queryset, form.cleaned_data["request"],
+            answer = capacity.candidates(queryset, form.cleaned_data["request"],
                                          form.cleaned_data["strategy"] or "SameCoreFirst", form.cleaned_data["app"])
             answer["fitting"] = [n for n in answer["nodes"] if n["what_if"].ok]
             answer["refused"] = [n for n in answer["nodes"] if not n["what_if"].ok]
@@ -169,7 +169,7 @@ class CPUNodeView(PermissionMixin, DetailView):
         context = super().get_context_data(**kwargs)
         node = self.object
         rows = list(node.allocations.order_by("mode", "namespace", "pod_name"))
-        state = services.state_of(node, rows)
+        state = store.state_of(node, rows)
         version = concurrency.etag(node)
         can_allocate = self.can("allocate", node)
         can_isolate = self.can("release_isolate", node)
@@ -177,7 +177,7 @@ class CPUNodeView(PermissionMixin, DetailView):
         what_if = None
         if what_if_form is not None and self.request.GET and what_if_form.is_valid():
             data = what_if_form.cleaned_data
-            what_if = services.what_if(node, data["request"], data["strategy"] or "SameCoreFirst", data["app"])
+            what_if = capacity.what_if(node, data["request"], data["strategy"] or "SameCoreFirst", data["app"])
         context.update(
             map_context(node, state),
             rows=rows,
@@ -208,7 +208,7 @@ class CPUAllocateView(NodeVerbView):
 
     def perform(self, node, form):
         data = form.cleaned_data
-        row = services.allocate_exclusive(node, namespace=data["namespace"], name=data["name"], app=data["app"],
+        row = allocation.allocate_exclusive(node, namespace=data["namespace"], name=data["name"], app=data["app"],
                                           request=data["request"], strategy=data["strategy"],
                                           exclude_reserved=data["exclude_reserved"], reason=data["reason"])
         messages.success(self.request, _("Allocated CPUs %(cpuset)s to %(instance)s.") % {"cpuset": row.cpuset,
@@ -220,7 +220,7 @@ class CPUSharedView(NodeVerbView):
 
     def perform(self, node, form):
         data = form.cleaned_data
-        row = services.place_shared(node, namespace=data["namespace"], name=data["name"], app=data["app"],
+        row = allocation.place_shared(node, namespace=data["namespace"], name=data["name"], app=data["app"],
                                     request_milli=data["cpu_request"], limit_milli=data["cpu_limit"], reason=data["reason"])
         messages.success(self.request, _("Placed %(instance)s on the share pool.") % {"instance": row.instance})
 
@@ -229,7 +229,7 @@ class CPUReleaseView(NodeVerbView):
     action, prefix, form_key = "allocate", "release", "release_form"
 
     def perform(self, node, form):
-        row = services.release(node, form.cleaned_data["instance"], reason=form.cleaned_data["reason"])
+        row = allocation.release(node, form.cleaned_data["instance"], reason=form.cleaned_data["reason"])
         messages.success(self.request, _("Released %(instance)s; its CPUs are back in the share pool.") % {
             "instance": row.instance})
 
@@ -239,7 +239,7 @@ class CPUReleaseIsolateView(NodeVerbView):
 
     def perform(self, node, form):
         on = bool(form.cleaned_data.get("on"))
-        row = services.set_release_isolate(node, form.cleaned_data["instance"], on, reason=form.cleaned_data["reason"])
+        row = allocation.set_release_isolate(node, form.cleaned_data["instance"], on, reason=form.cleaned_data["reason"])
         messages.success(self.request, (_("Release-isolate is on for %(instance)s: it may use every CPU but the reserved "
                                           "ones.") if on else _("Release-isolate is off for %(instance)s.")) % {
             "instance": row.instance})

@@ -1,4 +1,5 @@
-"""The fleet simulator's placement engine: kube-scheduler's scheduling cycle over plain node
+"""The fleet simulator's placer (``fleet.simulator``, the simulated clusters behind the simulator
+connector): where its pods go, decided by kube-scheduler's scheduling cycle over plain node
 objects, under the scheduling policy of the simulated cluster (its Meridian label
 ``scheduling.meridian.io/policy``, else the fleet's default policy, as the pod scheduler uses
 for pods that name none), or under the engine's default policy (``engine.Policy.default()``:
@@ -9,7 +10,8 @@ plugins and weights) where no cluster is named.
 scheduling app registers it (``register``, with the database's policy lookup) when Django
 starts. Pure: nothing here touches Django (the lookup is handed in); a node the engine cannot
 read (a patched node with malformed quantities) takes no pods, and a pod it cannot read stays
-Pending, as with a real scheduler.
+Pending, as with a real scheduler. (It was ``simplacer.py``; the placement simulator page is
+``whatif``, which does not use this.)
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
-"""The placement simulator's core: "if I deploy N replicas of this pod with policy P, where do they
-land, and what are the fragmentation and water level after?" (scheduling.md, Meridian part).
+"""What-if placement, the engine of the placement simulator page (``/scheduling/simulator/``, the
+API's ``simulate/``): "if I deploy N replicas of this pod with policy P, where do they land, and
+what are the fragmentation and water level after?" (scheduling.md, Meridian part). Named for the
+question it answers (it was ``simulate.py``, easily taken for ``fleet/simulator.py``, the fleet
+of simulated clusters, which it has nothing to do with); ``whatif_inventory`` runs it over a
+cluster's stored inventory, ``fleet_placer`` is what places the fleet simulator's pods.
 
 Pure: the snapshot's dicts are never modified; replicas are placed with the engine's
 ``Scheduler`` on its own copy of the cluster state.  Metrics:
