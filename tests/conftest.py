@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
+from django.contrib.auth.hashers import make_password
 from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
@@ -32,8 +35,19 @@ def _no_leftover_processes_on_the_test_database():
                       why="left connected to the test database by an earlier run")
 
 
+@functools.cache
+def password_hash() -> str:
+    """PASSWORD as the product stores it (PBKDF2, a million rounds), hashed once per run.
+
+    Hashing the same password again for every test's users was a third of the suite's time;
+    the stored hash is the real one, so signing in (here or in a real web process) checks it
+    as it checks any other.
+    """
+    return make_password(PASSWORD)
+
+
 def make_user(django_user_model, username: str, role: str | None):
-    user = django_user_model.objects.create_user(username=username, password=PASSWORD)
+    user = django_user_model.objects.create(username=username, password=password_hash())
     if role:
         user.groups.add(Group.objects.get(name=role))
     return user
