@@ -8,9 +8,14 @@ their cluster (``fleet.tokens``), and get the REST API's error body
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
+from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_http_methods
 
 from core.errors import error_body
 
@@ -34,6 +39,24 @@ def authorize_agent(request: HttpRequest, cluster: str) -> HttpResponse | None:
     if owner[1] != cluster:
         return problem(403, "forbidden", "This agent token belongs to another cluster.")
     return None
+
+
+AgentView = Callable[[HttpRequest, str, str], HttpResponse]
+
+
+def agent_endpoint(method: str) -> Callable[[AgentView], AgentView]:
+    """A node agent's view of ``(request, cluster, node)``: machines are not users (no session,
+    sign-in or CSRF token), only ``method`` is answered, and the view runs only for a bearer
+    agent token of ``cluster``."""
+    def decorate(view: AgentView) -> AgentView:
+        @functools.wraps(view)
+        def endpoint(request: HttpRequest, cluster: str, node: str) -> HttpResponse:
+            refused = authorize_agent(request, cluster)
+            return refused if refused is not None else view(request, cluster, node)
+
+        return csrf_exempt(login_not_required(require_http_methods([method])(endpoint)))
+
+    return decorate
 
 
 def refusal(status: int, code: str, detail: str) -> tuple[int, dict[str, Any]]:

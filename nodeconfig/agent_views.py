@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import json
 
-from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_POST
 
 from core.context import acting_as
 from core.errors import NON_FIELD, Refused
-from fleet.machine import authorize_agent, if_none_match, not_modified, problem
+from fleet.machine import agent_endpoint, if_none_match, not_modified, problem
 from fleet.models import Node
 
 from .agent import effective_config, parse_report, record_reports
@@ -27,13 +24,8 @@ from .etags import cached_etag, remember
 MAX_REPORT_BYTES = 1_000_000
 
 
-@csrf_exempt
-@login_not_required
-@require_GET
+@agent_endpoint("GET")
 def node_config(request: HttpRequest, cluster: str, node: str) -> HttpResponse:
-    refusal = authorize_agent(request, cluster)
-    if refusal is not None:
-        return refusal
     tags = if_none_match(request)
     if tags:
         cached = cached_etag(cluster, node)
@@ -52,13 +44,8 @@ def node_config(request: HttpRequest, cluster: str, node: str) -> HttpResponse:
     return response
 
 
-@csrf_exempt
-@login_not_required
-@require_POST
+@agent_endpoint("POST")
 def node_status(request: HttpRequest, cluster: str, node: str) -> HttpResponse:
-    refusal = authorize_agent(request, cluster)
-    if refusal is not None:
-        return refusal
     if len(request.body) > MAX_REPORT_BYTES:
         return problem(413, "too_large", "A status report is at most 1 MB.")
     try:

@@ -15,14 +15,11 @@ from __future__ import annotations
 import logging
 
 import orjson
-from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse
-from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET
 from redis.exceptions import RedisError
 
 from core.redis import get_redis
-from fleet.machine import authorize_agent, if_none_match, not_modified, problem
+from fleet.machine import agent_endpoint, if_none_match, not_modified, problem
 
 from ..models import NodeCPU
 from .agent import AGENT_BODY_KEY, agent_etag, agent_payload
@@ -47,13 +44,8 @@ def _remember(etag: str, body: bytes) -> None:
         logger.warning("could not cache a cpuset body: %s", exc)
 
 
-@csrf_exempt
-@login_not_required
-@require_GET
+@agent_endpoint("GET")
 def node_cpuset(request: HttpRequest, cluster: str, node: str) -> HttpResponse:
-    refusal = authorize_agent(request, cluster)
-    if refusal is not None:
-        return refusal
     row = NodeCPU.objects.filter(cluster__name=cluster, name=node).only(
         "pk", "name", "created", "version", "reserved_cpus", "overcommit_ratio", "topology_digest", "io_queues").first()
     if row is None:
