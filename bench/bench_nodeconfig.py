@@ -160,9 +160,18 @@ def bench_database(nodes: int, targets_count: int) -> dict:
                                                                    config={"reclaimedResourceConfig": {"enableReclaim": False}}),
                                            reason="bench"))
         settle = _time(lambda: reconcile_targets(config_type, [target.pk]))
-    print(f"  one target change (rack-5, ~{nodes // 1000} nodes): save {change * 1000:.0f} ms, affected-node plan "
+    print(f"  one target change (rack-5's body, ~{nodes // 1000} nodes): save {change * 1000:.0f} ms, affected-node plan "
           f"{plan * 1000:.0f} ms, reconcile {settle * 1000:.0f} ms; written and reconciled in "
           f"{(change + settle) * 1000:.0f} ms (goal ≤150 ms)")
+    with acting_as("bench"):  # a new selection: the nodes it can reach are searched
+        change = _time(lambda: save_target(config_type, TargetSpec(name="rack-5", node_label_selector="rack=r5,diskMode!=ssd",
+                                                                   config={"reclaimedResourceConfig": {"enableReclaim": False}}),
+                                           reason="bench"))
+        searched = _time(lambda: nodes_for_targets(config_type, [target.pk]))
+        settle = _time(lambda: reconcile_targets(config_type, [target.pk]))
+    print(f"  one target change (rack-5's selector): save {change * 1000:.0f} ms, affected-node plan (searched) "
+          f"{searched * 1000:.0f} ms, reconcile {settle * 1000:.0f} ms; written and reconciled in "
+          f"{(change + settle) * 1000:.0f} ms (the baseline: every change searched before)")
     return {"cluster": cluster}
 
 

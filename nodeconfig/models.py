@@ -108,6 +108,9 @@ class ConfigTarget(models.Model):
     status_message = models.TextField(blank=True)
     matched_node_count = models.IntegerField(default=0)
     observed_revision = models.IntegerField(default=0)
+    reconciled_selection = models.CharField(
+        max_length=16, blank=True, default="", db_default="",
+        help_text=_("Digest of the selection whose reachable nodes were last reconciled (empty: none)."))
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 

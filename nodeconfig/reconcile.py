@@ -1,13 +1,16 @@
 """The matching reconciler: decide each node's target per config type and write node configs.
 
 Incremental by construction: a target change reconciles the nodes that had it plus the
-nodes its new spec can reach (found by SQL on the labels index), a node change reconciles
-that node. Only rows whose outcome changed are written; their agents' ETags are refreshed
+nodes its new spec can reach (found by SQL on the labels index) — only the nodes that had it
+when the change left its selection as last reconciled (a new body) — and a node change
+reconciles that node. Only rows whose outcome changed are written; their agents' ETags are refreshed
 after commit so the next poll sees the change.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -171,6 +174,9 @@ def _reconcile(config_type: ConfigType, node_ids: list[int] | None, now: datetim
                        observed=None if node_ids is None else extra_targets)
         changed = list(report.changed_nodes)
         transaction.on_commit(lambda: after_write(changed))
+    if node_ids is None:  # every node was matched against every live target
+        record_selections({t.pk: (t.revision_id, digest) for t in targets
+                           if (digest := selection_digest(t)) != t.reconciled_selection})
     report.written, report.removed = len(upserts), len(removals)
     return report
 
@@ -313,17 +319,53 @@ def candidate_q(cluster_name: str | None, selector: str, node_names: Sequence[st
     return q
 
 
-def nodes_for_targets(config_type: ConfigType, target_ids: Sequence[int]) -> set[int]:
-    """Nodes whose outcome these targets may change: those that had them, those they can reach."""
+def selection_digest(target: ConfigTarget) -> str:
+    """What decides which nodes a target can reach and win, not what it delivers: while it is
+    the digest its reachable nodes were last reconciled with, a change (a new body, a wave
+    size) can move only the nodes that hold the target."""
+    key = [target.cluster_id, target.node_label_selector, list(target.node_names), target.priority, target.emergency,
+           target.expires_at.isoformat() if target.expires_at else None]
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+
+
+@dataclass
+class Plan:
+    """The nodes a target change can affect, and the selections searched to find them."""
+
+    node_ids: set[int]
+    #: target id -> (the revision searched, its selection digest), to be recorded once reconciled
+    searched: dict[int, tuple[int | None, str]]
+
+    def record(self) -> None:
+        record_selections(self.searched)
+
+
+def record_selections(reconciled: dict[int, tuple[int | None, str]]) -> None:
+    """These targets' reachable nodes are reconciled (target id -> the revision and digest
+    matched): the next change that keeps the selection searches no nodes. A target changed
+    meanwhile (a new revision: deleted, revived, edited) keeps its old digest and is searched
+    again."""
+    for pk, (revision_id, digest) in reconciled.items():
+        ConfigTarget.objects.filter(pk=pk, revision_id=revision_id, deleted=False).update(reconciled_selection=digest)
+
+
+def nodes_for_targets(config_type: ConfigType, target_ids: Sequence[int]) -> Plan:
+    """Nodes whose outcome these targets may change: those that had them, those they can reach
+    (unless their selection is the one last reconciled)."""
     ids = set(NodeConfig.objects.filter(config_type=config_type).filter(
         Q(matched_target_id__in=target_ids) | Q(target_id__in=target_ids)).values_list("node_id", flat=True))
+    searched: dict[int, tuple[int | None, str]] = {}
     for target in ConfigTarget.objects.filter(pk__in=target_ids, deleted=False).select_related("cluster"):
+        digest = selection_digest(target)
+        if digest == target.reconciled_selection:
+            continue
         try:
             q = candidate_q(target.cluster.name if target.cluster else None, target.node_label_selector, target.node_names)
         except SelectorError:
             continue
         ids.update(Node.objects.filter(q).values_list("pk", flat=True))
-    return ids
+        searched[target.pk] = (target.revision_id, digest)
+    return Plan(ids, searched)
 
 
 def reconcile_nodes(node_ids: Sequence[int]) -> list[ReconcileReport]:

@@ -199,7 +199,9 @@ def progress_events(keys: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
 
 def reconcile_targets(config_type: ConfigType, target_ids: list[int]) -> ReconcileReport:
     """After a target change: reconcile only what it can affect, then start paced rollouts' first wave."""
-    report = reconcile(config_type, node_ids=nodes_for_targets(config_type, target_ids), target_ids=target_ids)
+    plan = nodes_for_targets(config_type, target_ids)
+    report = reconcile(config_type, node_ids=plan.node_ids, target_ids=target_ids)
+    plan.record()
     for target in ConfigTarget.objects.filter(pk__in=target_ids, deleted=False):
         if target.wave_size and not target.emergency and target.rollout_state != State.COMPLETE:
             advance_rollout(target)

@@ -254,6 +254,7 @@ def delete_target(target: ConfigTarget, *, reason: str = "", action: str = Confi
             raise Refused("emergency", _("An emergency downgrade is ended with Restore, not deleted."))
         before = snapshot(locked)
         locked.deleted = True
+        locked.reconciled_selection = ""  # its nodes move away: a revival searches them again
         locked.rollout_state = ConfigTarget.RolloutState.COMPLETE
         revise(locked, action, reason)
         record_change(locked, "delete", verb="restore" if action == ConfigRevision.Action.RESTORE else "", before=before, reason=reason)
