@@ -64,18 +64,50 @@ class ReconcileReport:
                 "conflicts": self.conflicts}
 
 
-def _scoped(target: ConfigTarget) -> ScopedTarget:
-    ref = TargetRef(name=target.name, node_label_selector=target.node_label_selector, priority=target.priority,
-                    node_names=tuple(target.node_names), last_duration=target.last_duration or None)
-    return ScopedTarget(id=target.pk, ref=ref, cluster=target.cluster.name if target.cluster else None,
-                        emergency=target.emergency)
+@dataclass(frozen=True)
+class LiveTarget:
+    """What matching reads of a live target: plain values, no model instance (a change's pass
+    reads all of the type's targets, a thousand at fleet scale, to match a few hundred nodes)."""
+
+    pk: int
+    name: str
+    cluster_id: int | None
+    cluster_name: str | None
+    node_label_selector: str
+    priority: int
+    node_names: list[str]
+    last_duration: str
+    expires_at: datetime | None
+    emergency: bool
+    revision_id: int | None
+    config_hash: str
+    config: dict[str, Any]
+    paced: bool
+    reconciled_selection: str
+
+    def scoped(self) -> ScopedTarget:
+        ref = TargetRef(name=self.name, node_label_selector=self.node_label_selector, priority=self.priority,
+                        node_names=tuple(self.node_names), last_duration=self.last_duration or None)
+        return ScopedTarget(id=self.pk, ref=ref, cluster=self.cluster_name, emergency=self.emergency)
 
 
-def _live(config_type: ConfigType, now: datetime) -> tuple[list[ConfigTarget], set[int]]:
+LIVE_FIELDS = ("pk", "name", "cluster_id", "cluster__name", "node_label_selector", "priority", "node_names",
+               "last_duration", "expires_at", "emergency", "revision_id", "config_hash", "config", "wave_size",
+               "rollout_state", "reconciled_selection", "valid")
+
+
+def _live(config_type: ConfigType, now: datetime) -> tuple[list[LiveTarget], set[int]]:
     """Targets that take part in matching, and the invalid ones whose nodes stay as they are."""
-    rows = list(ConfigTarget.objects.filter(config_type=config_type, deleted=False).exclude(expires_at__lte=now)
-                .select_related("cluster").order_by("emergency", "name"))
-    return [t for t in rows if t.valid and t.revision_id], {t.pk for t in rows if not t.valid}
+    live, frozen = [], set()
+    for *values, wave_size, rollout_state, reconciled, valid in (
+            ConfigTarget.objects.filter(config_type=config_type, deleted=False).exclude(expires_at__lte=now)
+            .order_by("emergency", "name").values_list(*LIVE_FIELDS)):
+        if not valid:
+            frozen.add(values[0])
+        elif values[10] is not None:  # revision_id: a target is live from its first revision
+            paced = bool(wave_size) and not values[9] and rollout_state != ConfigTarget.RolloutState.COMPLETE
+            live.append(LiveTarget(*values, paced=paced, reconciled_selection=reconciled))
+    return live, frozen
 
 
 @dataclass(frozen=True)
@@ -136,8 +168,8 @@ def reconcile(config_type: ConfigType, *, node_ids: Iterable[int] | None = None,
 def _reconcile(config_type: ConfigType, node_ids: list[int] | None, now: datetime, extra_targets: set[int]) -> ReconcileReport:
     report = ReconcileReport(config_type=config_type.name)
     targets, frozen = _live(config_type, now)
-    infos = {t.pk: TargetInfo(t.pk, t.revision_id, t.config_hash, t.config, t.emergency, _paced(t)) for t in targets}
-    index = TargetIndex([_scoped(t) for t in targets])
+    infos = {t.pk: TargetInfo(t.pk, t.revision_id, t.config_hash, t.config, t.emergency, t.paced) for t in targets}
+    index = TargetIndex([t.scoped() for t in targets])
     revisions = _revisions(config_type, targets)
     restored = _restored(config_type, {t.pk for t in targets})
     upserts, removals = [], []
@@ -181,7 +213,7 @@ def _reconcile(config_type: ConfigType, node_ids: list[int] | None, now: datetim
     return report
 
 
-def _revisions(config_type: ConfigType, targets: list[ConfigTarget]) -> dict[int, RevisionInfo]:
+def _revisions(config_type: ConfigType, targets: list[LiveTarget]) -> dict[int, RevisionInfo]:
     """Current revisions of live targets, and every revision an override is layered on."""
     revisions = {t.revision_id: RevisionInfo(t.pk, t.config_hash, t.config) for t in targets}
     bases = set(NodeConfig.objects.filter(config_type=config_type, base_revision__isnull=False)
@@ -199,10 +231,6 @@ def _node_chunks(node_ids: list[int] | None) -> Iterable[list[int] | None]:
     for start in range(0, len(node_ids), 10 * BATCH):
         jobs.checkpoint()  # a canceled job stops between chunks of nodes
         yield node_ids[start : start + 10 * BATCH]
-
-
-def _paced(target: ConfigTarget) -> bool:
-    return bool(target.wave_size) and not target.emergency and target.rollout_state != ConfigTarget.RolloutState.COMPLETE
 
 
 def _restored(config_type: ConfigType, live: set[int]) -> set[int]:
@@ -319,7 +347,7 @@ def candidate_q(cluster_name: str | None, selector: str, node_names: Sequence[st
     return q
 
 
-def selection_digest(target: ConfigTarget) -> str:
+def selection_digest(target: ConfigTarget | LiveTarget) -> str:
     """What decides which nodes a target can reach and win, not what it delivers: while it is
     the digest its reachable nodes were last reconciled with, a change (a new body, a wave
     size) can move only the nodes that hold the target."""

@@ -18,6 +18,7 @@ from typing import Any
 
 import jsonschema
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -76,11 +77,6 @@ class TargetSpec:
                          node_names=tuple(self.node_names), last_duration=self.last_duration or None)
 
 
-def ref_of(target: ConfigTarget) -> TargetRef:
-    return TargetRef(name=target.name, node_label_selector=target.node_label_selector, priority=target.priority,
-                     node_names=tuple(target.node_names), last_duration=target.last_duration or None)
-
-
 # ---------------------------------------------------------------------------- validation
 
 def live_targets(config_type: ConfigType, *, now: datetime | None = None):
@@ -91,8 +87,13 @@ def live_targets(config_type: ConfigType, *, now: datetime | None = None):
 
 def problems_for(config_type: ConfigType, spec: TargetSpec, *, emergency: bool = False) -> list[TargetProblem]:
     """Everything wrong with ``spec`` among the type's live targets whose scope overlaps."""
-    others = [ref_of(t) for t in live_targets(config_type).exclude(name=spec.name).filter(emergency=False)
-              if t.cluster is None or spec.cluster is None or t.cluster.name == spec.cluster]
+    rows = live_targets(config_type).exclude(name=spec.name).filter(emergency=False)
+    if spec.cluster is not None:
+        rows = rows.filter(Q(cluster__isnull=True) | Q(cluster__name=spec.cluster))
+    others = [TargetRef(name=name, node_label_selector=selector, priority=priority, node_names=tuple(names),
+                        last_duration=duration or None)
+              for name, selector, priority, names, duration in rows.values_list(  # plain rows: a thousand at fleet scale
+                  "name", "node_label_selector", "priority", "node_names", "last_duration")]
     allowed = config_type.allowed_keys_by_priority() or None
     if emergency:
         allowed = {spec.priority: sorted({k for keys in (allowed or {}).values() for k in keys} | {"cluster"})}
