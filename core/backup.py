@@ -464,6 +464,26 @@ def backup_postgresql(connection: BaseDatabaseWrapper, path: Path, log: Callable
     return manifest
 
 
+#: A session whose client has just gone (our own pool closed above, a process that exited) is
+#: listed until its server process has ended, a moment later — longer on a busy server.
+ENDING_SESSIONS_SECONDS = 5.0
+
+
+def _sessions_in_the_way(direct, log: Callable[[str], None]) -> list[tuple]:
+    """Other processes' sessions on the database, as (pid, user, application, address, state);
+    this very process's (its other threads' connections) are ended instead: ours to end."""
+    sessions = direct.execute(
+        "SELECT pid, usename, application_name, coalesce(host(client_addr), 'local'), state, client_port "
+        "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+        "AND backend_type = 'client backend' ORDER BY pid").fetchall()
+    ports = own_ports()
+    own = [row[0] for row in sessions if (row[3], row[5]) in ports]
+    if own:
+        direct.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [own])
+        log(f"ended {len(own)} idle session(s) of this process")
+    return [row[:5] for row in sessions if row[0] not in own]
+
+
 def restore_postgresql(connection: BaseDatabaseWrapper, backup: Backup, *, allow_connections: bool,
                        log: Callable[[str], None]) -> None:
     info = backup.manifest.get("postgresql") or {}
@@ -485,17 +505,11 @@ def restore_postgresql(connection: BaseDatabaseWrapper, backup: Backup, *, allow
         if server_major < info.get("server_major", 0):
             raise BackupError(f"the backup is of PostgreSQL {info.get('server_version')}; this server is older "
                               f"({server_major}): restore it into PostgreSQL {info.get('server_major')} or newer")
-        sessions = direct.execute(
-            "SELECT pid, usename, application_name, coalesce(host(client_addr), 'local'), state, client_port "
-            "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
-            "AND backend_type = 'client backend' ORDER BY pid").fetchall()
-        ports = own_ports()
-        own = [row[0] for row in sessions if (row[3], row[5]) in ports]
-        others = [row[:5] for row in sessions if row[0] not in own]
-        if own:
-            # Sessions of this very process (its other threads' connections): ours to end.
-            direct.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [own])
-            log(f"ended {len(own)} idle session(s) of this process")
+        others = _sessions_in_the_way(direct, log)
+        deadline = time.monotonic() + ENDING_SESSIONS_SECONDS
+        while others and not allow_connections and time.monotonic() < deadline:
+            time.sleep(0.1)
+            others = _sessions_in_the_way(direct, log)
     if others:
         listing = "; ".join(f"pid {pid} {user}@{addr} {app or '-'} ({state})" for pid, user, app, addr, state in others)
         if not allow_connections:

@@ -98,12 +98,14 @@ def _close_other_connections() -> None:
     gc.collect()
 
 
-def other_process_session(application_name: str) -> subprocess.Popen:
-    """Another process holding an idle session on the test database (as a web process would)."""
+def other_process_session(application_name: str, *, linger: float = 0.0) -> subprocess.Popen:
+    """Another process holding an idle session on the test database (as a web process would),
+    until its stdin closes and ``linger`` seconds more."""
     conninfo, env, _ = backup_module.libpq_connection(connection)
-    code = ("import psycopg, sys; c = psycopg.connect(sys.argv[1], application_name=sys.argv[2]); "
-            "c.execute('SELECT 1'); c.commit(); print('ready', flush=True); sys.stdin.read()")
-    process = subprocess.Popen([sys.executable, "-c", code, conninfo, application_name], stdin=subprocess.PIPE,
+    code = ("import psycopg, sys, time; c = psycopg.connect(sys.argv[1], application_name=sys.argv[2]); "
+            "c.execute('SELECT 1'); c.commit(); print('ready', flush=True); sys.stdin.read(); "
+            "time.sleep(float(sys.argv[3]))")
+    process = subprocess.Popen([sys.executable, "-c", code, conninfo, application_name, str(linger)], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, text=True, env={**os.environ, **env})
     assert process.stdout.readline().strip() == "ready"
     return process
@@ -350,6 +352,32 @@ def test_a_restore_refuses_while_another_process_uses_the_database(tmp_path):
             other.communicate("", timeout=30)
     assert expected in str(refused.value)
     assert Cluster.objects.filter(name="bk-after").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_session_that_ends_while_the_restore_looks_is_not_in_its_way(tmp_path):
+    """A session whose client has gone is listed until its server process ends (CI saw the
+    restore refuse for one, under load): the restore waits a moment for the ones it found."""
+    if connection.vendor != "postgresql":
+        pytest.skip("sessions are PostgreSQL's")
+    path, _ = backup(tmp_path)
+    Cluster.objects.create(name="bk-after", connector="simulated")
+    leaving = other_process_session("bk-leaving", linger=1.5)
+
+    class Output(io.StringIO):
+        def write(self, text: str) -> int:
+            if "checksums verified" in text and not leaving.stdin.closed:
+                leaving.stdin.close()  # it ends its session 1.5 s from now, while the restore looks
+            return super().write(text)
+
+    _close_other_connections()
+    out = Output()
+    try:
+        call_command("meridian_restore", str(path), yes=True, stdout=out, stderr=out)
+    finally:
+        leaving.wait(timeout=30)
+    assert "checksums verified" in out.getvalue()
+    assert not Cluster.objects.filter(name="bk-after").exists(), "restored"
 
 
 @pytest.mark.django_db(transaction=True)
