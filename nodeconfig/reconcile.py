@@ -216,10 +216,12 @@ def _reconcile(config_type: ConfigType, node_ids: list[int] | None, now: datetim
 def _revisions(config_type: ConfigType, targets: list[LiveTarget]) -> dict[int, RevisionInfo]:
     """Current revisions of live targets, and every revision an override is layered on."""
     revisions = {t.revision_id: RevisionInfo(t.pk, t.config_hash, t.config) for t in targets}
-    bases = set(NodeConfig.objects.filter(config_type=config_type, base_revision__isnull=False)
+    # Every type's bases by the base_revision index (a few: nodes under an override), then
+    # this type's: filtering the rows by type first would walk all of the type's rows.
+    bases = set(NodeConfig.objects.filter(base_revision__isnull=False)
                 .values_list("base_revision", flat=True).distinct()) - set(revisions)
-    for pk, target_id, digest, config in ConfigRevision.objects.filter(pk__in=bases).values_list(
-            "pk", "target_id", "config_hash", "config"):
+    for pk, target_id, digest, config in ConfigRevision.objects.filter(
+            pk__in=bases, target__config_type=config_type).values_list("pk", "target_id", "config_hash", "config"):
         revisions[pk] = RevisionInfo(target_id, digest, config)
     return revisions
 
@@ -280,7 +282,10 @@ def _count_matches(config_type: ConfigType, target_ids: set[int] | None, *, obse
         if not target_ids:
             return
         targets = targets.filter(pk__in=target_ids)
-    matched = rows.filter(matched_target__in=targets.values("pk")) if target_ids is not None else rows.filter(matched_target__isnull=False)
+        # The type's targets name the type's rows: read them by target (index), not by type
+        # (SQLite would walk every row of the type, 200,000 at fleet scale, for a few hundred).
+        rows = NodeConfig.objects.all()
+    matched = rows.filter(matched_target__in=target_ids) if target_ids is not None else rows.filter(matched_target__isnull=False)
     counts = dict(matched.values_list("matched_target").annotate(n=Count("pk")).values_list("matched_target", "n"))
     overrides = rows.filter(target__emergency=True)
     if target_ids is not None:
@@ -380,10 +385,11 @@ def record_selections(reconciled: dict[int, tuple[int | None, str]]) -> None:
 def nodes_for_targets(config_type: ConfigType, target_ids: Sequence[int]) -> Plan:
     """Nodes whose outcome these targets may change: those that had them, those they can reach
     (unless their selection is the one last reconciled)."""
-    ids = set(NodeConfig.objects.filter(config_type=config_type).filter(
-        Q(matched_target_id__in=target_ids) | Q(target_id__in=target_ids)).values_list("node_id", flat=True))
+    # By target (indexes), not by type: the type's targets name only the type's rows.
+    ids = set(NodeConfig.objects.filter(Q(matched_target_id__in=target_ids) | Q(target_id__in=target_ids))
+              .values_list("node_id", flat=True))
     searched: dict[int, tuple[int | None, str]] = {}
-    for target in ConfigTarget.objects.filter(pk__in=target_ids, deleted=False).select_related("cluster"):
+    for target in ConfigTarget.objects.filter(pk__in=target_ids, config_type=config_type, deleted=False).select_related("cluster"):
         digest = selection_digest(target)
         if digest == target.reconciled_selection:
             continue
