@@ -225,8 +225,10 @@ def _uid(*parts: object) -> str:
 
 
 def node_indices(spec: ClusterSpec, window: int) -> list[int]:
-    """Which node indices exist in a churn window: most base nodes, minus leavers, plus joiners."""
-    spare = max(1, int(spec.node_count * spec.churn_rate * 5))
+    """Which node indices exist in a churn window: most base nodes, minus leavers, plus joiners.
+
+    A cluster without churn keeps exactly its nodes: no spare joins it either."""
+    spare = max(1, int(spec.node_count * spec.churn_rate * 5)) if spec.churn_rate > 0 else 0
     present = [i for i in range(spec.node_count) if unit(spec.seed, i, window, "leave") >= spec.churn_rate]
     present += [i for i in range(spec.node_count, spec.node_count + spare) if unit(spec.seed, i, window, "join") < 0.5]
     return present

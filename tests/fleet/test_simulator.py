@@ -93,6 +93,16 @@ def test_nodes_churn_a_little_between_windows():
     assert before != after and len(before ^ after) < 0.1 * len(before)
 
 
+def test_a_cluster_without_churn_keeps_exactly_its_nodes():
+    """A spare node joined a churn-free cluster in half of the windows (20 nodes, then 21), so a
+    test that asked for a still cluster got a moving one depending on the hour it ran."""
+    cluster = SimulatedCluster(ClusterSpec(name="gz-9", region="gz", node_count=20, seed=4, churn_rate=0))
+    first = {n["metadata"]["name"] for n in cluster.nodes(0)}
+    assert len(first) == 20
+    for window in range(1, 40):
+        assert {n["metadata"]["name"] for n in cluster.nodes(CHURN_TICKS * window)} == first, window
+
+
 def test_usage_drifts_and_stays_within_the_node(state):
     cluster = SimulatedCluster(SPEC)
     nodes = {n.name: n for n in cluster.state(1000).nodes}
