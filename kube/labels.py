@@ -53,6 +53,8 @@ __all__ = [
     "SelectorError",
     "Token",
     "TokenKind",
+    "dns1123_label_errors",
+    "dns1123_subdomain_errors",
     "is_valid_label_key",
     "is_valid_label_value",
     "parse_int64",
@@ -111,6 +113,7 @@ _OPERATOR_BY_VALUE = {op.value: op for op in _ALL_OPERATORS}
 _LABEL_KEY_MAX = 63
 _LABEL_VALUE_MAX = 63
 _DNS1123_SUBDOMAIN_MAX = 253
+_DNS1123_LABEL_MAX = 63
 _NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _VALUE_FMT = f"({_NAME_FMT})?"
 _DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -118,6 +121,7 @@ _DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + r"(\." + _DNS1123_LABEL_FMT + ")*"
 _NAME_RE = re.compile(_NAME_FMT)
 _VALUE_RE = re.compile(_VALUE_FMT)
 _DNS1123_SUBDOMAIN_RE = re.compile(_DNS1123_SUBDOMAIN_FMT)
+_DNS1123_LABEL_RE = re.compile(_DNS1123_LABEL_FMT)
 _NAME_MSG = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
 _VALUE_MSG = (
     "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
@@ -125,6 +129,10 @@ _VALUE_MSG = (
 )
 _SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character"
+)
+_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
     "and must start and end with an alphanumeric character"
 )
 _EMPTY_MSG = "must be non-empty"
@@ -151,12 +159,26 @@ def _byte_len(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-def _dns1123_subdomain_errors(value: str) -> list[str]:
+def dns1123_subdomain_errors(value: str) -> list[str]:
+    """Why ``value`` is not an object name such as a node's (``IsDNS1123Subdomain``); empty when valid."""
     errors = []
     if _byte_len(value) > _DNS1123_SUBDOMAIN_MAX:
         errors.append(_max_len_error(_DNS1123_SUBDOMAIN_MAX))
     if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
         errors.append(_regex_error(_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
+    return errors
+
+
+def dns1123_label_errors(value: str) -> list[str]:
+    """Why ``value`` is not a namespace's name (``IsDNS1123Label``); empty when valid."""
+    errors = []
+    if _byte_len(value) > _DNS1123_LABEL_MAX:
+        errors.append(_max_len_error(_DNS1123_LABEL_MAX))
+    if not _DNS1123_LABEL_RE.fullmatch(value):
+        if _DNS1123_SUBDOMAIN_RE.fullmatch(value):
+            errors.append("must not contain dots")  # a subdomain within the length: only dots are wrong
+        else:
+            errors.append(_regex_error(_LABEL_MSG, _DNS1123_LABEL_FMT, "my-name", "123-abc"))
     return errors
 
 
@@ -181,7 +203,7 @@ def validate_label_key(key: object) -> list[str]:
         if not prefix:
             errors.append(f"prefix part {_EMPTY_MSG}")
         else:
-            errors.extend(f"prefix part {msg}" for msg in _dns1123_subdomain_errors(prefix))
+            errors.extend(f"prefix part {msg}" for msg in dns1123_subdomain_errors(prefix))
     if not name:
         errors.append(f"name part {_EMPTY_MSG}")
     elif _byte_len(name) > _LABEL_KEY_MAX:

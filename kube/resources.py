@@ -40,13 +40,13 @@ exponent spellings (``1e3`` arrives as ``1000.0`` and so prints as DecimalSI).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from kube.labels import is_valid_label_key
 from kube.quantity import Quantity, QuantityError, parse_quantity
 
 __all__ = [
@@ -80,8 +80,6 @@ _TERMINAL_PHASES = frozenset({"Failed", "Succeeded"})
 _ONE = Quantity.from_int(1)
 _ZERO = Quantity.from_int(0)
 
-_QUALIFIED_NAME = re.compile(r"(?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]").fullmatch
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*").fullmatch
 
 
 class PodSpecError(ValueError):
@@ -424,26 +422,12 @@ def pod_limits(
 # ResourceQuota usage
 
 
-def _is_qualified_name(value: str) -> bool:
-    """k8s.io/apimachinery validation.IsQualifiedName, as a boolean."""
-    parts = value.split("/")
-    if len(parts) == 2:
-        prefix, name = parts
-        if not prefix or len(prefix) > 253 or _DNS1123_SUBDOMAIN(prefix) is None:
-            return False
-    elif len(parts) == 1:
-        name = parts[0]
-    else:
-        return False
-    return 0 < len(name) <= 63 and _QUALIFIED_NAME(name) is not None
-
-
 def _is_extended_resource(name: str) -> bool:
     """Upstream IsExtendedResourceName: outside kubernetes.io and valid once prefixed with ``requests.``."""
     native = "/" not in name or "kubernetes.io/" in name
     if native or name.startswith(_REQUESTS_PREFIX):
         return False
-    return _is_qualified_name(_REQUESTS_PREFIX + name)
+    return is_valid_label_key(_REQUESTS_PREFIX + name)  # IsQualifiedName, as a label key is
 
 
 def _is_quota_extended_resource(name: str) -> bool:

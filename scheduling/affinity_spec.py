@@ -47,12 +47,18 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kube.labels import LABEL_SELECTOR_OPERATORS, parse_int64, validate_label_key, validate_label_value
+from kube.labels import (
+    LABEL_SELECTOR_OPERATORS,
+    dns1123_label_errors,
+    dns1123_subdomain_errors,
+    parse_int64,
+    validate_label_key,
+    validate_label_value,
+)
 from kube.nodeaffinity import FIELD_SELECTOR_OPERATORS, NODE_NAME_FIELD, NODE_SELECTOR_OPERATORS, is_empty_term
 
 __all__ = [
@@ -60,8 +66,6 @@ __all__ = [
     "MAX_NODE_SELECTOR_TERMS",
     "FieldError",
     "MergeError",
-    "dns1123_label_errors",
-    "dns1123_subdomain_errors",
     "merge_affinity",
     "validate_affinity",
     "validate_label_selector",
@@ -75,8 +79,6 @@ PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 #: Upper bound on required node selector terms after a cross product.
 MAX_NODE_SELECTOR_TERMS = 64
 
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 class _Omitted:
     """No bad value to print (``field.Required``/``Forbidden`` carry none)."""
@@ -120,32 +122,6 @@ class FieldError:
 
     def __str__(self) -> str:
         return f"{self.field}: {self.body()}"
-
-
-_SUBDOMAIN_MESSAGE = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-                      "and must start and end with an alphanumeric character")
-_LABEL_MESSAGE = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-                  "and must start and end with an alphanumeric character")
-
-
-def dns1123_subdomain_errors(value: str) -> list[str]:
-    """Why ``value`` is not an object name / node name (``IsDNS1123Subdomain``); empty when valid."""
-    errors = []
-    if len(value) > 253:
-        errors.append("must be no more than 253 characters")
-    if not _DNS1123_SUBDOMAIN.fullmatch(value):
-        errors.append(_SUBDOMAIN_MESSAGE)
-    return errors
-
-
-def dns1123_label_errors(value: str) -> list[str]:
-    """Why ``value`` is not a namespace name (``IsDNS1123Label``); empty when valid."""
-    errors = []
-    if len(value) > 63:
-        errors.append("must be no more than 63 characters")
-    if not _DNS1123_LABEL.fullmatch(value):
-        errors.append(_LABEL_MESSAGE)
-    return errors
 
 
 def _never(_value: Any) -> bool:

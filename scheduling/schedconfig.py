@@ -79,7 +79,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube.labels import SelectorError, selector_from_label_selector
+from kube.labels import SelectorError, dns1123_label_errors, dns1123_subdomain_errors, selector_from_label_selector
 
 from . import gotemplate
 from .affinity_spec import (
@@ -87,8 +87,6 @@ from .affinity_spec import (
     MAX_NODE_SELECTOR_TERMS,
     FieldError,
     MergeError,
-    dns1123_label_errors,
-    dns1123_subdomain_errors,
     merge_affinity,
     validate_label_selector,
     validate_node_affinity,

@@ -21,6 +21,8 @@ from kube.labels import (
     Selector,
     SelectorError,
     TokenKind,
+    dns1123_label_errors,
+    dns1123_subdomain_errors,
     is_valid_label_key,
     is_valid_label_value,
     parse_selector,
@@ -778,6 +780,58 @@ def test_label_value_messages() -> None:
     assert validate_label_value("a" * 64) == ["must be no more than 63 bytes"]
     assert validate_label_value("-") == [VALUE_REGEX_ERROR]
     assert len(validate_label_value("\u0101" * 32)) == 2
+
+
+# ------------------------------------------------------ IsDNS1123Label / IsDNS1123Subdomain
+# upstream's TestIsDNS1123Label and TestIsDNS1123Subdomain (apimachinery validation_test.go)
+
+GOOD_DNS_LABELS = ["a", "ab", "abc", "a1", "a-1", "a--1--2--b", "0", "01", "012", "1a", "1-a", "1--a--b--2", "a" * 63]
+BAD_DNS_LABELS = ["", "A", "ABC", "aBc", "A1", "A-1", "1-A", "-", "a-", "-a", "1-", "-1", "_", "a_", "_a", "a_b", "1_",
+                  "_1", "1_2", ".", "a.", ".a", "a.b", "1.", ".1", "1.2", " ", "a ", " a", "a b", "1 ", " 1", "1 2",
+                  "a" * 64]
+GOOD_SUBDOMAINS = ["a", "ab", "abc", "a1", "a-1", "a--1--2--b", "0", "01", "012", "1a", "1-a", "1--a--b--2", "a.a",
+                   "ab.a", "abc.a", "a1.a", "a-1.a", "a--1--2--b.a", "a.1", "ab.1", "abc.1", "a1.1", "a-1.1",
+                   "a--1--2--b.1", "0.a", "01.a", "012.a", "1a.a", "1-a.a", "1--a--b--2", "0.1", "01.1", "012.1",
+                   "1a.1", "1-a.1", "1--a--b--2.1", "a.b.c.d.e", "aa.bb.cc.dd.ee", "1.2.3.4.5", "11.22.33.44.55",
+                   "a" * 253]
+BAD_SUBDOMAINS = ["", "A", "ABC", "aBc", "A1", "A-1", "1-A", "-", "a-", "-a", "1-", "-1", "_", "a_", "_a", "a_b", "1_",
+                  "_1", "1_2", ".", "a.", ".a", "a..b", "1.", ".1", "1..2", " ", "a ", " a", "a b", "1 ", " 1", "1 2",
+                  "A.a", "aB.a", "ab.A", "A1.a", "a1.A", "A.1", "aB.1", "A1.1", "1A.1", "0.A", "01.A", "012.A", "1A.a",
+                  "1a.A", "A.B.C.D.E", "AA.BB.CC.DD.EE", "a.B.c.d.e", "aa.bB.cc.dd.ee", "a@b", "a,b", "a_b", "a;b",
+                  "a:b", "a%b", "a?b", "a$b", "a" * 254]
+DNS_LABEL_REGEX_ERROR = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end "
+    "with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+
+
+@pytest.mark.parametrize("value", GOOD_DNS_LABELS)
+def test_good_dns1123_labels(value: str) -> None:
+    assert dns1123_label_errors(value) == []
+
+
+@pytest.mark.parametrize("value", BAD_DNS_LABELS)
+def test_bad_dns1123_labels(value: str) -> None:
+    assert dns1123_label_errors(value)
+
+
+@pytest.mark.parametrize("value", GOOD_SUBDOMAINS)
+def test_good_dns1123_subdomains(value: str) -> None:
+    assert dns1123_subdomain_errors(value) == []
+
+
+@pytest.mark.parametrize("value", BAD_SUBDOMAINS)
+def test_bad_dns1123_subdomains(value: str) -> None:
+    assert dns1123_subdomain_errors(value)
+
+
+def test_dns1123_messages_are_upstreams() -> None:
+    assert dns1123_label_errors("Web") == [DNS_LABEL_REGEX_ERROR]
+    assert dns1123_label_errors("a.b") == ["must not contain dots"]  # a subdomain, not a label
+    assert dns1123_label_errors("a" * 64) == ["must be no more than 63 bytes"]
+    assert dns1123_subdomain_errors("a" * 254) == ["must be no more than 253 bytes"]
+    assert dns1123_subdomain_errors("Ex.com") == [PREFIX_PART_REGEX_ERROR.removeprefix("prefix part ")]
 
 
 # ------------------------------------------------------ metav1.LabelSelectorAsSelector

@@ -107,7 +107,8 @@ POD_CASES = [
      [f'{POD}.{REQ}[0].labelSelector.matchExpressions[0].operator: Invalid value: "Gt": not a valid selector operator']),
     ("invalid namespace", {REQ: [{"labelSelector": APP, "topologyKey": "zone", "namespaces": ["Web"]}]},
      [f'{POD}.{REQ}[0].namespaces[0]: Invalid value: "Web": a lowercase RFC 1123 label must consist of lower case '
-      "alphanumeric characters or '-', and must start and end with an alphanumeric character"]),
+      "alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or "
+      "'123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"]),
     ("matchLabelKeys need a labelSelector", {REQ: [{"topologyKey": "zone", "matchLabelKeys": ["pod-template-hash"]}]},
      [f"{POD}.{REQ}[0].matchLabelKeys: Forbidden: must not be specified when labelSelector is not set"]),
     ("a key in both matchLabelKeys and mismatchLabelKeys",
