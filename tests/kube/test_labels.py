@@ -806,24 +806,15 @@ DNS_LABEL_REGEX_ERROR = (
 )
 
 
-@pytest.mark.parametrize("value", GOOD_DNS_LABELS)
-def test_good_dns1123_labels(value: str) -> None:
-    assert dns1123_label_errors(value) == []
+DNS1123_CASES = ([(dns1123_label_errors, v, True) for v in GOOD_DNS_LABELS]
+                 + [(dns1123_label_errors, v, False) for v in BAD_DNS_LABELS]
+                 + [(dns1123_subdomain_errors, v, True) for v in GOOD_SUBDOMAINS]
+                 + [(dns1123_subdomain_errors, v, False) for v in BAD_SUBDOMAINS])
 
 
-@pytest.mark.parametrize("value", BAD_DNS_LABELS)
-def test_bad_dns1123_labels(value: str) -> None:
-    assert dns1123_label_errors(value)
-
-
-@pytest.mark.parametrize("value", GOOD_SUBDOMAINS)
-def test_good_dns1123_subdomains(value: str) -> None:
-    assert dns1123_subdomain_errors(value) == []
-
-
-@pytest.mark.parametrize("value", BAD_SUBDOMAINS)
-def test_bad_dns1123_subdomains(value: str) -> None:
-    assert dns1123_subdomain_errors(value)
+@pytest.mark.parametrize(("check", "value", "valid"), DNS1123_CASES)
+def test_dns1123_names(check, value: str, valid: bool) -> None:
+    assert (check(value) == []) is valid
 
 
 def test_dns1123_messages_are_upstreams() -> None:
