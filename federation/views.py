@@ -432,9 +432,7 @@ class ObjectCreateView(PermissionMixin, FormView):
     form_page = True
     template_name = "federation/object_form.html"
     form_class = SubmitForm
-
-    def get_initial(self):
-        return {"object": EXAMPLE_OBJECT}
+    initial = {"object": EXAMPLE_OBJECT}
 
     def form_valid(self, form):
         data = form.cleaned_data
@@ -804,9 +802,7 @@ class WhatIfView(PermissionMixin, FormView):
     form_page = True
     template_name = "federation/what_if.html"
     form_class = WhatIfForm
-
-    def get_initial(self):
-        return {"object": EXAMPLE_OBJECT}
+    initial = {"object": EXAMPLE_OBJECT}
 
     def get_context_data(self, **kwargs):
         return super().get_context_data(**kwargs) | {"federation_labels": script_labels()}

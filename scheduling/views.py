@@ -416,9 +416,8 @@ class BindingCreateView(ObjectFormView):
     form_class = BindingForm
     kind_label = gettext_lazy("Scheduler config binding")
 
-    def get_initial(self):
-        return {"spec": "selector:\n  matchLabels:\n    app: web\npriority: 0\nnodeSchedulerConfig:\n"
-                        "  name: resource-pool-example\n  args:\n    DefaultPool: B\n    PrefferredPool: A\n"}
+    initial = {"spec": "selector:\n  matchLabels:\n    app: web\npriority: 0\nnodeSchedulerConfig:\n"
+                       "  name: resource-pool-example\n  args:\n    DefaultPool: B\n    PrefferredPool: A\n"}
 
     def initial_for(self, obj):
         return {"name": obj.name, "namespace": obj.namespace, "description": obj.description, "spec": as_yaml(obj.spec)}
@@ -486,9 +485,7 @@ class PreviewView(PermissionMixin, FormView):
     form_page = True
     template_name = "scheduling/preview.html"
     form_class = PreviewForm
-
-    def get_initial(self):
-        return {"pod": SAMPLE_POD}
+    initial = {"pod": SAMPLE_POD}
 
     def form_valid(self, form):
         result = services.preview_pod(form.cleaned_data["pod"], namespace=form.cleaned_data["namespace"] or None)
