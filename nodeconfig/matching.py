@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -55,6 +55,12 @@ class TargetRef:
     priority: int = 0
     node_names: Sequence[str] = ()
     last_duration: str | None = None
+
+    @classmethod
+    def stored(cls, name: str, node_label_selector: str, priority: int, node_names: Iterable[str],
+               last_duration: str | None) -> TargetRef:
+        """A target as a row or a spec holds it: node names in a list, no duration as ""."""
+        return cls(name, node_label_selector, priority, tuple(node_names), last_duration or None)
 
 
 @dataclass(frozen=True)

@@ -86,8 +86,7 @@ class LiveTarget:
     reconciled_selection: str
 
     def scoped(self) -> ScopedTarget:
-        ref = TargetRef(name=self.name, node_label_selector=self.node_label_selector, priority=self.priority,
-                        node_names=tuple(self.node_names), last_duration=self.last_duration or None)
+        ref = TargetRef.stored(self.name, self.node_label_selector, self.priority, self.node_names, self.last_duration)
         return ScopedTarget(id=self.pk, ref=ref, cluster=self.cluster_name, emergency=self.emergency)
 
 
