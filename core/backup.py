@@ -469,19 +469,22 @@ def backup_postgresql(connection: BaseDatabaseWrapper, path: Path, log: Callable
 ENDING_SESSIONS_SECONDS = 5.0
 
 
-def _sessions_in_the_way(direct, log: Callable[[str], None]) -> list[tuple]:
+def _sessions_in_the_way(direct, log: Callable[[str], None], ended: set[int]) -> list[tuple]:
     """Other processes' sessions on the database, as (pid, user, application, address, state);
-    this very process's (its other threads' connections) are ended instead: ours to end."""
+    this very process's (its other threads' connections) are ended instead: ours to end.
+    ``ended`` holds the sessions ended by an earlier look (still listed while they go): they
+    are neither ended nor reported again."""
     sessions = direct.execute(
         "SELECT pid, usename, application_name, coalesce(host(client_addr), 'local'), state, client_port "
         "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
         "AND backend_type = 'client backend' ORDER BY pid").fetchall()
     ports = own_ports()
-    own = [row[0] for row in sessions if (row[3], row[5]) in ports]
+    own = [row[0] for row in sessions if (row[3], row[5]) in ports and row[0] not in ended]
     if own:
         direct.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [own])
         log(f"ended {len(own)} idle session(s) of this process")
-    return [row[:5] for row in sessions if row[0] not in own]
+        ended.update(own)
+    return [row[:5] for row in sessions if row[0] not in ended]
 
 
 def restore_postgresql(connection: BaseDatabaseWrapper, backup: Backup, *, allow_connections: bool,
@@ -505,11 +508,12 @@ def restore_postgresql(connection: BaseDatabaseWrapper, backup: Backup, *, allow
         if server_major < info.get("server_major", 0):
             raise BackupError(f"the backup is of PostgreSQL {info.get('server_version')}; this server is older "
                               f"({server_major}): restore it into PostgreSQL {info.get('server_major')} or newer")
-        others = _sessions_in_the_way(direct, log)
+        ended: set[int] = set()
+        others = _sessions_in_the_way(direct, log, ended)
         deadline = time.monotonic() + ENDING_SESSIONS_SECONDS
         while others and not allow_connections and time.monotonic() < deadline:
             time.sleep(0.1)
-            others = _sessions_in_the_way(direct, log)
+            others = _sessions_in_the_way(direct, log, ended)
     if others:
         listing = "; ".join(f"pid {pid} {user}@{addr} {app or '-'} ({state})" for pid, user, app, addr, state in others)
         if not allow_connections:
