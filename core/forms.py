@@ -192,7 +192,7 @@ class ReasonForm(BlockFieldsForm):
 class RollbackForm(ReasonForm):
     """Roll back to an earlier revision: any but a delete's or a restore's (nothing to return to)."""
 
-    revision = forms.TypedChoiceField(coerce=int, label=_("Revision"))
+    revision = forms.TypedChoiceField(coerce=int, label=_("Revision"), widget=QuickSelect)
     field_order = ("revision", "reason", "version")
 
     def __init__(self, *args: Any, revisions: Any = (), **kwargs: Any) -> None:
@@ -207,8 +207,8 @@ class RollbackForm(ReasonForm):
 class DiffForm(BlockFieldsForm):
     """Two revision numbers to compare (GET ``a`` and ``b``), newest pair preselected."""
 
-    a = forms.TypedChoiceField(coerce=int, label=_("From"))
-    b = forms.TypedChoiceField(coerce=int, label=_("To"))
+    a = forms.TypedChoiceField(coerce=int, label=_("From"), widget=QuickSelect)
+    b = forms.TypedChoiceField(coerce=int, label=_("To"), widget=QuickSelect)
 
     def __init__(self, *args: Any, revisions: Any = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

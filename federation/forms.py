@@ -19,7 +19,7 @@ import yaml
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from core.forms import BlockFieldsForm, PastedField, VersionField, reason_field
+from core.forms import BlockFieldsForm, PastedField, QuickSelect, VersionField, reason_field
 
 from .models import FederatedObject, FederatedRevision, OverridePolicy, PropagationPolicy
 
@@ -77,11 +77,11 @@ class SubmitForm(BlockFieldsForm):
     object = PastedField(what=_("a Kubernetes object"), label=_("Object (YAML or JSON)"),
                        help_text=_("A native object as you would kubectl apply it: Deployment, StatefulSet, Job, "
                                    "ConfigMap, Secret, Service, or any custom resource."))
-    propagation_policy = forms.ChoiceField(required=False, label=_("Propagation policy"),
+    propagation_policy = forms.ChoiceField(required=False, label=_("Propagation policy"), widget=QuickSelect,
                                            help_text=_("Empty: the one the object's label kubeadmiral.io/"
                                                        "propagation-policy-name names (ConfigMaps and Secrets without "
                                                        "one follow the workloads that use them)."))
-    override_policy = forms.ChoiceField(required=False, label=_("Override policy (optional)"))
+    override_policy = forms.ChoiceField(required=False, label=_("Override policy (optional)"), widget=QuickSelect)
     change_cause = forms.CharField(required=False, max_length=500, label=_("Change cause"),
                                    widget=forms.TextInput(attrs={"size": 60}),
                                    help_text=_("Kept with the revision, like kubectl's change-cause."))
@@ -119,7 +119,7 @@ class EditTemplateForm(BlockFieldsForm):
 
 
 class RollbackForm(BlockFieldsForm):
-    revision = forms.TypedChoiceField(coerce=int, label=_("Revision"))
+    revision = forms.TypedChoiceField(coerce=int, label=_("Revision"), widget=QuickSelect)
     change_cause = forms.CharField(max_length=500, label=_("Change cause"),
                                    help_text=_("Why you roll back; kept with the new revision."))
     version = VersionField()
@@ -210,7 +210,7 @@ class WhatIfForm(BlockFieldsForm):
     refusal_fields: ClassVar[dict[str, str]] = {"object": "object", "policy": "policy", "policy.*": "policy_spec"}
 
     object = PastedField(what=_("a Kubernetes object"), label=_("Object (YAML or JSON)"))
-    policy = forms.ChoiceField(required=False, label=_("Propagation policy"))
+    policy = forms.ChoiceField(required=False, label=_("Propagation policy"), widget=QuickSelect)
     policy_spec = PastedField(what=_("a policy spec"), empty={}, rows=8, required=False,
                             label=_("…or a policy spec (YAML)"),
                             help_text=_("Used instead of the chosen policy when given, e.g. "

@@ -15,7 +15,7 @@ import yaml
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from core.forms import BlockFieldsForm, PastedField, VersionField, parse_pasted, reason_field, yaml_error
+from core.forms import BlockFieldsForm, PastedField, QuickSelect, VersionField, parse_pasted, reason_field, yaml_error
 from fleet.forms import WebhookConfigurationForm
 
 from .manifests import ManifestError, load_manifests, load_spec
@@ -141,11 +141,11 @@ class PreviewForm(BlockFieldsForm):
 
 
 class SimulateForm(BlockFieldsForm):
-    cluster = forms.ChoiceField(label=_("Cluster"))
+    cluster = forms.ChoiceField(label=_("Cluster"), widget=QuickSelect)
     pod = PastedField(what=_("the pod"), label=_("Pod (YAML or JSON)"))
     replicas = forms.IntegerField(min_value=1, max_value=5000, initial=10, label=_("Replicas"))
-    policy = forms.ChoiceField(required=False, label=_("Policy"))
-    compare_with = forms.ChoiceField(required=False, label=_("Compare with"))
+    policy = forms.ChoiceField(required=False, label=_("Policy"), widget=QuickSelect)
+    compare_with = forms.ChoiceField(required=False, label=_("Compare with"), widget=QuickSelect)
 
     def __init__(self, *args: Any, clusters=(), policies=(), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -157,7 +157,7 @@ class SimulateForm(BlockFieldsForm):
 class WebhookForm(WebhookConfigurationForm):
     """The cluster whose scheduling webhook is shown, then the URL and CA bundle every webhook page asks."""
 
-    cluster = forms.ChoiceField(label=_("Cluster"))
+    cluster = forms.ChoiceField(label=_("Cluster"), widget=QuickSelect)
     field_order = ["cluster", "base_url", "ca_bundle"]
 
     def __init__(self, *args: Any, clusters=(), **kwargs: Any) -> None:

@@ -1,8 +1,13 @@
+import functools
 from urllib.parse import urlencode
 
 from django import template
+from django.template.defaultfilters import floatformat
 from django.urls import reverse
+from django.utils.formats import get_format
 from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import get_language
 
 register = template.Library()
 
@@ -18,6 +23,28 @@ def lines(values) -> str:
     """``{{ list|lines }}``: the items one per line, escaped, for a ``<pre>``. A template loop
     over a 500-cluster scheduler explanation (1,500 lines) took most of its page's time."""
     return escape("\n".join(map(str, values or ())))
+
+
+@register.filter(is_safe=True)
+def number(value) -> SafeString:
+    """``{{ n|number }}``: a whole number written as every page writes numbers, with the
+    language's thousands separator (what ``floatformat:"0g"`` writes). Django's filter costs
+    ~20 µs a number through its Decimal path; the CPU fleet page prints 3,000 of them. Integers
+    take a direct path; anything else goes Django's way."""
+    if type(value) is not int:
+        return floatformat(value, "0g")
+    separator, grouping = _grouping(get_language())
+    if not separator:
+        return mark_safe(str(value))
+    if grouping != 3:
+        return floatformat(value, "0g")
+    return mark_safe(f"{value:,}".replace(",", separator))
+
+
+@functools.cache
+def _grouping(language: str | None) -> tuple[str, object]:
+    """The thousands separator and grouping of ``language`` (its formats are fixed)."""
+    return get_format("THOUSAND_SEPARATOR", language), get_format("NUMBER_GROUPING", language)
 
 
 @register.inclusion_tag("includes/history_link.html")
