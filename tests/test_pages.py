@@ -107,6 +107,18 @@ def test_bootstrap_admin_is_idempotent(monkeypatch, django_user_model, capsys):
     assert django_user_model.objects.filter(username="root-admin").count() == 1
 
 
+def test_make_run_seeds_the_demo_fleet_size_it_is_given(monkeypatch):
+    """``MERIDIAN_DEMO_NODES=10000 make run`` (the live console bench's fleet) or --demo-nodes."""
+    from core.management.commands.meridian_run import Command
+
+    monkeypatch.delenv("MERIDIAN_DEMO_NODES", raising=False)
+    assert Command().create_parser("manage.py", "meridian_run").parse_args([]).demo_nodes == 2000
+    monkeypatch.setenv("MERIDIAN_DEMO_NODES", "10000")
+    parser = Command().create_parser("manage.py", "meridian_run")
+    assert parser.parse_args([]).demo_nodes == 10000
+    assert parser.parse_args(["--demo-nodes", "500"]).demo_nodes == 500
+
+
 @pytest.mark.django_db
 def test_roles_hold_the_right_permissions():
     from django.contrib.auth.models import Group

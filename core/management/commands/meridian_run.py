@@ -26,6 +26,8 @@ class Command(BaseCommand):
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
         parser.add_argument("--no-seed", action="store_true", help="do not seed the demo fleet")
+        parser.add_argument("--demo-nodes", type=int, default=int(os.environ.get("MERIDIAN_DEMO_NODES", "2000")),
+                            help="nodes in the demo fleet, when it is seeded (default 2,000)")
 
     def handle(self, *args, **options) -> None:
         redis_server = None
@@ -39,7 +41,7 @@ class Command(BaseCommand):
             self.stdout.write("database migrated")
             call_command("bootstrap_admin")
             if not options["no_seed"]:
-                call_command("seed_demo", if_empty=True)
+                call_command("seed_demo", if_empty=True, nodes=options["demo_nodes"])
                 call_command("seed_nodeconfig_demo", if_empty=True)
                 call_command("seed_quotas_demo", if_empty=True)
                 call_command("seed_federation_demo", if_empty=True)
