@@ -146,12 +146,10 @@ async def listen(browser: Browser) -> None:
         async for raw in browser.socket:
             now = time.time()
             message = json.loads(raw)
-            events = message["events"] if message.get("type") == "batch" else [message]
-            if browser.counting and events[0].get("type") == "event":
-                browser.per_second[int(now)] += 1  # a message, however many events it carries
-                for event in events:
-                    browser.latencies.append(now - event["time"])
-                    browser.kinds[event["topic"], event["event"]] += 1
+            if browser.counting and message.get("type") == "event":
+                browser.per_second[int(now)] += 1
+                browser.latencies.append(now - message["time"])
+                browser.kinds[message["topic"], message["event"]] += 1
     except websockets.ConnectionClosed as exc:
         browser.errors.append(f"closed: {exc}")
 

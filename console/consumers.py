@@ -2,23 +2,10 @@
 
 Client → server: ``{"type": "subscribe", "topic": "job-42"}``, ``{"type": "unsubscribe", ...}``,
 ``{"type": "ping"}``. Server → client: ``subscribed`` (with the topic's current sequence
-number, the point to backfill from), ``error``, ``pong`` and ``event`` messages, and
-``{"type": "batch", "events": [...]}`` for events that came close together.
-
-A browser gets at most ``MESSAGES_PER_SECOND`` messages in any second: a rollout's tick sends
-the same summary on the list's topic and on the target's own, the overview listens to five
-topics, and a thousand browsers each woken several times a second cost the web process and the
-browsers more than the events are worth. The first event of a burst waits ``GATHER_SECONDS``
-for the rest of it, or ``LAST_GATHER_SECONDS`` when its message is the last the budget allows
-for longer than that (what comes close behind then rides along instead of waiting); events
-that arrive while the budget is spent go out together when it allows, in the order they came
-(each keeps its topic's sequence number).
+number, the point to backfill from), ``error``, ``pong`` and ``event`` messages.
 """
 
 from __future__ import annotations
-
-import asyncio
-from collections import deque
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -27,9 +14,6 @@ from core import events
 
 MAX_SUBSCRIPTIONS = 64
 CLOSE_UNAUTHENTICATED = 4401
-MESSAGES_PER_SECOND = 2
-GATHER_SECONDS = 0.025
-LAST_GATHER_SECONDS = 0.2
 
 
 class EventConsumer(AsyncJsonWebsocketConsumer):
@@ -39,15 +23,10 @@ class EventConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.topics: set[str] = set()
-        self._held: list[dict] = []
-        self._flush: asyncio.TimerHandle | None = None
-        self._sent: deque[float] = deque(maxlen=MESSAGES_PER_SECOND)  # when the last messages went
         await self.accept()
         await self.send_json({"type": "hello", "user": user.get_username()})
 
     async def disconnect(self, code: int) -> None:
-        if getattr(self, "_flush", None) is not None:
-            self._flush.cancel()
         for topic in getattr(self, "topics", set()):
             await self.channel_layer.group_discard(events.group_name(topic), self.channel_name)
 
@@ -91,21 +70,4 @@ class EventConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "unsubscribed", "topic": topic})
 
     async def meridian_event(self, message) -> None:
-        self._held.append(message["event"])
-        if self._flush is None:
-            loop = asyncio.get_running_loop()
-            now = loop.time()
-            recent = [t for t in self._sent if t > now - 1.0]
-            if len(recent) >= MESSAGES_PER_SECOND:  # spent: it frees a second after the oldest
-                at = recent[0] + 1.0
-            elif len(recent) == MESSAGES_PER_SECOND - 1 and recent[0] + 1.0 - now > LAST_GATHER_SECONDS:
-                at = now + LAST_GATHER_SECONDS  # the last message for a while: let what comes close ride along
-            else:
-                at = now + GATHER_SECONDS
-            self._flush = loop.call_at(at, self._send_held)
-
-    def _send_held(self) -> None:
-        held, self._held, self._flush = self._held, [], None
-        self._sent.append(asyncio.get_running_loop().time())
-        self._sending = asyncio.ensure_future(  # referenced: the loop keeps only weak references to tasks
-            self.send_json(held[0] if len(held) == 1 else {"type": "batch", "events": held}))
+        await self.send_json(message["event"])

@@ -47,8 +47,6 @@ async def next_event(base: str, token: str, topic: str, trigger, timeout: float 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             message = json.loads(await asyncio.wait_for(ws.recv(), timeout=deadline - time.monotonic()))
-            if message["type"] == "batch":
-                return message["events"][0]
             if message["type"] == "event":
                 return message
     raise AssertionError("no event")

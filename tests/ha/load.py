@@ -162,8 +162,7 @@ class Subscriber:
                             message = json.loads(await asyncio.wait_for(ws.recv(), timeout=0.5))
                         except TimeoutError:
                             continue
-                        for each in message["events"] if message["type"] == "batch" else [message]:
-                            self._account(each)
+                        self._account(message)
             except Exception:  # noqa: BLE001 - any close or refusal: reconnect, as the page does
                 if not self._stop.is_set():
                     self.disconnected_at.append(time.monotonic())
