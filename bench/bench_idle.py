@@ -41,13 +41,27 @@ RETAINED = {"core_job": (1, "MERIDIAN_SYSTEM_JOB_RETENTION_HOURS: the system's o
 MIRRORS = ("fleet_node", "nodeconfig_nodeconfig", "scheduling_nodecpu", "scheduling_cpuallocation", "fleet_workload")
 
 
-def start(var_dir: Path, port: int) -> subprocess.Popen:
+#: The admin ``meridian_run`` creates for a benchmark.
+USERNAME, PASSWORD = "bench", "bench-idle-password"
+
+
+def start(var_dir: Path, port: int, *options: str) -> subprocess.Popen:
+    """``manage.py meridian_run`` (as ``make run``) in ``var_dir``, embedded database and Redis,
+    in a session of its own (``stop`` ends every process it started)."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "MERIDIAN_ENV")}
-    env |= {"MERIDIAN_VAR_DIR": str(var_dir), "MERIDIAN_ADMIN_USERNAME": "bench", "MERIDIAN_ADMIN_PASSWORD": "bench-idle-password",
+    env |= {"MERIDIAN_VAR_DIR": str(var_dir), "MERIDIAN_ADMIN_USERNAME": USERNAME, "MERIDIAN_ADMIN_PASSWORD": PASSWORD,
             "PYTHONUNBUFFERED": "1"}
     log = open(var_dir / "run.log", "ab")  # noqa: SIM115 - the process' log for its life
-    return subprocess.Popen([sys.executable, "manage.py", "meridian_run", "--port", str(port)], cwd=ROOT, env=env,
+    return subprocess.Popen([sys.executable, "manage.py", "meridian_run", "--port", str(port), *options], cwd=ROOT, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 600) -> None:
@@ -119,11 +133,7 @@ def main() -> None:
             raise SystemExit(f"meridian_run exited with {proc.returncode} during the idle window")
         report(before, after, (size_before, size_after), time.monotonic() - started)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop(proc)
     print(f"(the run's log: {var_dir / 'run.log'})")
 
 

@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -45,22 +43,12 @@ import websockets
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_idle import wait_ready  # noqa: E402
+from bench_idle import PASSWORD, USERNAME, start, stop, wait_ready  # noqa: E402
 from http_load import free_port  # noqa: E402
 
 OVERVIEW_TOPICS = ("system", "fleet", "nodeconfig", "federation", "quotas")
 CONFIG_TYPE = "AuthConfiguration"  # the demo has no target of this type: a global one reaches every node
-USERNAME, PASSWORD = "bench", "bench-live-password"
 GOALS = {"p95_ms": 300.0, "per_second": 2}
-
-
-def start(var_dir: Path, port: int, nodes: int) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "MERIDIAN_ENV")}
-    env |= {"MERIDIAN_VAR_DIR": str(var_dir), "MERIDIAN_ADMIN_USERNAME": USERNAME, "MERIDIAN_ADMIN_PASSWORD": PASSWORD,
-            "PYTHONUNBUFFERED": "1"}
-    log = open(var_dir / "run.log", "ab")  # noqa: SIM115 - the process' log for its life
-    return subprocess.Popen([sys.executable, "manage.py", "meridian_run", "--port", str(port), "--demo-nodes", str(nodes)],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def web_process(run: subprocess.Popen) -> psutil.Process:
@@ -247,18 +235,14 @@ def main() -> None:
     args = parser.parse_args()
     var_dir = Path(tempfile.mkdtemp(prefix="meridian-live-"))
     port = free_port()
-    run = start(var_dir, port, args.nodes)
+    run = start(var_dir, port, "--demo-nodes", str(args.nodes))
     try:
         wait_ready(port, run)
         time.sleep(args.settle)
         base = f"http://127.0.0.1:{port}"
         asyncio.run(watch_rollout(args, base, API(base), web_process(run)))
     finally:
-        os.killpg(run.pid, signal.SIGTERM)
-        try:
-            run.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(run.pid, signal.SIGKILL)
+        stop(run)
     print(f"(the run's log: {var_dir / 'run.log'})")
 
 
