@@ -107,8 +107,12 @@ def test_bootstrap_admin_is_idempotent(monkeypatch, django_user_model, capsys):
     assert django_user_model.objects.filter(username="root-admin").count() == 1
 
 
-def test_make_run_seeds_the_demo_fleet_size_it_is_given(monkeypatch):
-    """``MERIDIAN_DEMO_NODES=10000 make run`` (the live console bench's fleet) or --demo-nodes."""
+def test_make_run_takes_the_demo_fleet_size_from_the_flag_or_the_environment(monkeypatch):
+    """``MERIDIAN_DEMO_NODES=10000 make run`` (the live console bench's fleet) or --demo-nodes; a
+    value that is not a number is refused by name, not with a traceback. (That the size reaches
+    seed_demo is shown by bench/bench_live.py, which seeds 10,000 nodes through it.)"""
+    from django.core.management.base import CommandError
+
     from core.management.commands.meridian_run import Command
 
     monkeypatch.delenv("MERIDIAN_DEMO_NODES", raising=False)
@@ -117,6 +121,9 @@ def test_make_run_seeds_the_demo_fleet_size_it_is_given(monkeypatch):
     parser = Command().create_parser("manage.py", "meridian_run")
     assert parser.parse_args([]).demo_nodes == 10000
     assert parser.parse_args(["--demo-nodes", "500"]).demo_nodes == 500
+    monkeypatch.setenv("MERIDIAN_DEMO_NODES", "lots")
+    with pytest.raises(CommandError, match="--demo-nodes: invalid int value: 'lots'"):
+        Command().create_parser("manage.py", "meridian_run").parse_args([])
 
 
 @pytest.mark.django_db

@@ -26,7 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
         parser.add_argument("--no-seed", action="store_true", help="do not seed the demo fleet")
-        parser.add_argument("--demo-nodes", type=int, default=int(os.environ.get("MERIDIAN_DEMO_NODES", "2000")),
+        parser.add_argument("--demo-nodes", type=int, default=os.environ.get("MERIDIAN_DEMO_NODES", "2000"),
                             help="nodes in the demo fleet, when it is seeded (default 2,000)")
 
     def handle(self, *args, **options) -> None:
