@@ -150,16 +150,18 @@ CELERY_TIMEZONE = "UTC"
 #: In memory (no schedule file), and a send that fails during an outage is tried again (core.beat).
 CELERY_BEAT_SCHEDULER = "core.beat:Scheduler"
 
-#: The websocket fan-out. Blocking pops wait up to 5 s; the socket timeout must be longer,
-#: or an idle subscriber's read times out and its consumer dies (a quiet page would drop
-#: every few seconds: redis-py 5+ defaults to 5 s). Health checks notice a Redis that went away.
+#: The websocket fan-out: channels_redis' pub/sub layer. An event is published once per topic
+#: and each web process hands it to its own subscribed sockets (the list-based layer pushed a copy
+#: per socket through Redis and popped them one round trip at a time: at 1,000 sockets an event
+#: reached the last browser ~1 s late; bench/bench_live.py). Health checks notice a Redis that went
+#: away; the receiver reconnects and subscribes again by itself.
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
         "CONFIG": {
             "hosts": [channel_layer_host(REDIS_URL, socket_timeout=30, socket_connect_timeout=5,
                                          health_check_interval=15, retry_on_timeout=True)],
-            "capacity": 1000, "expiry": 30, "prefix": "meridian-ws",
+            "prefix": "meridian-ws",
         },
     }
 }
@@ -436,9 +438,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}, "json": {"()": "core.logs.JsonFormatter"}},
+    "filters": {"outage": {"()": "core.logs.OutageInOneLine"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"},
+                "channels_redis.pubsub": {"filters": ["outage"]}},
 }
 
 CELERY_BEAT_SCHEDULE = {

@@ -47,6 +47,23 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
+class OutageInOneLine(logging.Filter):
+    """A library's "unexpected exception" that is only Redis being away: one warning line.
+
+    channels_redis' pub/sub receiver retries every second while Redis is down and logs each
+    try with a traceback; the outage is normal (the receiver subscribes again by itself when
+    Redis is back), so it is said in one line a try, not forty lines.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, (ConnectionError, OSError, TimeoutError)) or type(error).__module__.startswith("redis."):
+            record.msg, record.args = f"{record.getMessage()}: Redis unreachable ({error})", None
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
 def _task() -> dict[str, str]:
     """The Celery task running in this thread, if any."""
     from celery import current_task

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -136,6 +137,25 @@ async def test_malformed_topics_are_rejected_by_publish():
     for topic in ("", "UPPER", "no spaces", "x" * 200, "unregistered-kind"):
         with pytest.raises(ValueError):
             events.publish(topic, "e")
+
+
+async def test_events_reach_sockets_while_the_thread_for_synchronous_code_is_busy(viewer):
+    """Delivering an event takes no trip through the one thread sync_to_async shares: Channels
+    closed stale database connections there before every message, so a broadcast to 1,000
+    sockets queued 1,000 trips behind whatever ran there and reached browsers a second late."""
+    communicator, connected = await connect(await sync_to_async(session_headers)(viewer))
+    assert connected
+    await communicator.receive_json_from(timeout=5)
+    job = await Job.objects.acreate(kind="probe", triggered_by="test")
+    await subscribe(communicator, f"job-{job.pk}")
+    busy = asyncio.ensure_future(sync_to_async(time.sleep)(3))
+    await asyncio.sleep(0.2)
+    sent = await asyncio.to_thread(events.send_now, f"job-{job.pk}", "job.status", {"status": "while busy"})
+    event = await communicator.receive_json_from(timeout=1)
+    assert (event["seq"], event["data"]["status"]) == (sent, "while busy")
+    assert not busy.done(), "the event arrived while the thread was still busy"
+    await busy
+    await communicator.disconnect()
 
 
 async def test_a_quiet_subscription_stays_open_past_the_redis_read_timeout(viewer):

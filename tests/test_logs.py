@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from core.logs import JsonFormatter
+from core.logs import JsonFormatter, OutageInOneLine
 from core.models import Job
 from fleet.models import Cluster
 from fleet.tasks import cluster_shard_key
@@ -55,6 +55,27 @@ def test_a_line_is_one_json_object_with_the_extras_and_the_exception(lines):
     assert line["message"] == "sync of bj-1 failed" and line["level"] == "ERROR" and line["logger"] == "meridian.test"
     assert line["cluster"] == "bj-1" and "ValueError: boom" in line["exception"] and line["time"].endswith("Z")
     assert "request_id" not in line and "task" not in line
+
+
+def test_the_websocket_receivers_retries_during_a_redis_outage_are_one_line_each(lines):
+    """channels_redis' pub/sub receiver logs every retry (one a second) with a traceback."""
+    import redis
+
+    logger = logging.getLogger("channels_redis.pubsub")
+    assert any(isinstance(f, OutageInOneLine) for f in logger.filters), "configured in settings.LOGGING"
+    try:
+        raise redis.exceptions.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+    except redis.exceptions.ConnectionError:
+        logger.exception("Unexpected exception in receive task")
+    try:
+        raise KeyError("a real bug")
+    except KeyError:
+        logger.exception("Unexpected exception in receive task")
+    outage, bug = [line for line in lines.lines if line["logger"] == "channels_redis.pubsub"]
+    assert outage["level"] == "WARNING" and "exception" not in outage
+    assert outage["message"] == ("Unexpected exception in receive task: Redis unreachable "
+                                 "(Error 111 connecting to 127.0.0.1:6379. Connection refused.)")
+    assert bug["level"] == "ERROR" and "KeyError: 'a real bug'" in bug["exception"], "anything else keeps its traceback"
 
 
 @pytest.mark.django_db
