@@ -220,3 +220,40 @@ def test_inventory_syncs_queue_a_reconcile_of_clusters_using_cpu_colocation(host
     workloads_changed.send(sender=type(cluster), cluster=cluster, keys=[])
     workloads_changed.send(sender=type(cluster), cluster=cluster, keys=[])
     assert Job.objects.filter(task_name=store.RECONCILE_TASK, status="pending").count() == 1  # coalesced
+
+
+def _replace_annotated_pods(connector, name: str, count: int, generation: int) -> None:
+    """``count`` exclusive pods annotated outside Meridian, replaced by new ones (new names) each generation."""
+    for i in range(count):
+        if generation:
+            connector.delete("v1", "Pod", f"churn-{generation - 1}-{i}", namespace="db")
+        cpus = [4 + 2 * i, 5 + 2 * i]
+        connector.apply(instance_pod("db", f"churn-{generation}-{i}", name, cpu="2", annotations={
+            "cpu-isolate-mode": "exclusive", "alloc-status": json.dumps({"cpu": cpus}),
+            "custom-cgroup-info": json.dumps({"engine": {"cpuset": format_cpuset(cpus)}})}))
+
+
+def test_a_node_whose_pods_were_all_replaced_costs_the_same_queries_as_one(host):
+    """A simulated or busy cluster replaces thousands of pods between passes: the released and
+    adopted rows of a node are written together, not a query (or three) a row."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    cluster, name, node = host
+    queries = {}
+    with connector_for(cluster) as connector:
+        for count in (1, 8):
+            _replace_annotated_pods(connector, name, count, 0)
+            reconcile.reconcile_cluster(cluster, connector, node_names=[name])
+            _replace_annotated_pods(connector, name, count, 1)
+            with CaptureQueriesContext(connection) as captured:
+                report = reconcile.reconcile_cluster(cluster, connector, node_names=[name], now=timezone.now() + LATER)
+            assert len(report.released) == len(report.adopted) == count
+            assert sorted(CPUAllocation.objects.filter(node_cpu=node).values_list("pod_name", flat=True)) == \
+                sorted(f"churn-1-{i}" for i in range(count))
+            queries[count] = len(captured.captured_queries)
+            for i in range(count):
+                connector.delete("v1", "Pod", f"churn-1-{i}", namespace="db")
+            reconcile.reconcile_cluster(cluster, connector, node_names=[name], now=timezone.now() + LATER)
+            assert not CPUAllocation.objects.filter(node_cpu=node).exists()
+    assert queries[8] == queries[1], queries
