@@ -643,8 +643,18 @@ class SimulatedCluster:
         replica_sets: list[dict[str, Any]] = []
         pods: list[dict[str, Any]] = [_bound_pod(o, placer) for o in self.overlay
                                       if o.get("kind") == "Pod" and o.get("apiVersion") == "v1"]
-        for workload in workloads:
-            self._run(workload, tick, placer, replica_sets, pods)
+        # Long-lived pods are placed before the Jobs' (which start and finish every few ticks),
+        # so a bound pod stays on its node as in Kubernetes: placed in workload order, a Job
+        # that finished moved every pod placed after it (at 10,000 nodes, 7,441 of 7,582 pods
+        # in one tick; now ~100 a tick, Jobs' own pods, which may still move when another Job
+        # ends). Listed in workload order all the same.
+        runs: dict[int, tuple[list, list]] = {}
+        for index in sorted(range(len(workloads)), key=lambda i: workloads[i]["kind"] == "Job"):
+            runs[index] = ([], [])
+            self._run(workloads[index], tick, placer, *runs[index])
+        for index in range(len(workloads)):
+            replica_sets += runs[index][0]
+            pods += runs[index][1]
         pod_patches = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o.get("patch", {})
                        for o in self._overlay("PodPatch")}
         if pod_patches:
