@@ -7,9 +7,9 @@ number, the point to backfill from), ``error``, ``pong`` and ``event`` messages.
 
 from __future__ import annotations
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from channels.consumer import get_handler_name
 
 from core import events
 

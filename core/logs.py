@@ -57,7 +57,7 @@ class OutageInOneLine(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        if isinstance(error, (ConnectionError, OSError, TimeoutError)) or type(error).__module__.startswith("redis."):
+        if isinstance(error, OSError) or type(error).__module__.startswith("redis."):  # OSError: refused, reset, timed out
             record.msg, record.args = f"{record.getMessage()}: Redis unreachable ({error})", None
             record.exc_info = record.exc_text = None
             record.levelno, record.levelname = logging.WARNING, "WARNING"
