@@ -87,9 +87,13 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    built = Stack(tmp_path_factory.mktemp("ha")).start()
-    yield built
-    built.close()
+    """Closed also when it fails to start (a missing nginx left the private PostgreSQL, Redis
+    and Sentinel running after the run, holding their ports)."""
+    built = Stack(tmp_path_factory.mktemp("ha"))
+    try:
+        yield built.start()
+    finally:
+        built.close()
 
 
 @pytest.fixture
