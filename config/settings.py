@@ -324,8 +324,10 @@ MERIDIAN_FEDERATION_RESCHEDULE_SECONDS = env.int("MERIDIAN_FEDERATION_RESCHEDULE
 #: runs at a time, the others only start next to a batch stuck on a lock (quotas/fastpath.py).
 MERIDIAN_WEBHOOK_THREADS = env.int("MERIDIAN_WEBHOOK_THREADS", default=4)
 #: Seconds between full CPU co-location reconciles (annotations ↔ allocations, every cluster
-#: with CPU topologies); a sync that changed nodes or workloads reconciles its cluster at once.
+#: with CPU topologies); a sync that changed nodes or workloads reconciles its cluster too, at
+#: least MERIDIAN_CPU_RECONCILE_SPACING_SECONDS after the cluster's last reconcile started.
 MERIDIAN_CPU_RECONCILE_SECONDS = env.int("MERIDIAN_CPU_RECONCILE_SECONDS", default=60)
+MERIDIAN_CPU_RECONCILE_SPACING_SECONDS = env.int("MERIDIAN_CPU_RECONCILE_SPACING_SECONDS", default=30)
 #: Hours a finished run of the system's own periodic work keeps its Job row (user-requested
 #: jobs and failures are kept as long as the audit log).
 MERIDIAN_SYSTEM_JOB_RETENTION_HOURS = env.int("MERIDIAN_SYSTEM_JOB_RETENTION_HOURS", default=1)

@@ -1,3 +1,5 @@
+from datetime import timedelta
+
 from django.apps import AppConfig
 
 
@@ -69,8 +71,15 @@ def _scope() -> None:
 
 def _queue_cpu_reconcile(sender, cluster, **_) -> None:
     """A sync changed nodes or workloads of a cluster that uses CPU co-location: reconcile it
-    (once: a reconcile job still waiting to start reads the newest state anyway)."""
+    (once: a reconcile job still waiting to start reads the newest state anyway), and not
+    sooner than ``MERIDIAN_CPU_RECONCILE_SPACING_SECONDS`` after the cluster's last one started.
+
+    A busy cluster's every sync changes something (Jobs start and finish each tick): at 10,000
+    nodes a reconcile after each kept both worker processes busy and rollout steps expired."""
+    from django.conf import settings
     from django.contrib.contenttypes.models import ContentType
+    from django.db.models import Q
+    from django.utils import timezone
 
     from core.jobs import enqueue
     from core.models import Job
@@ -80,7 +89,13 @@ def _queue_cpu_reconcile(sender, cluster, **_) -> None:
 
     if not NodeCPU.objects.filter(cluster_id=cluster.pk).exists():
         return
-    waiting = Job.objects.filter(task_name=RECONCILE_TASK, status__in=Job.QUEUED, object_id=str(cluster.pk),
-                                 object_type=ContentType.objects.get_for_model(type(cluster))).exists()
-    if not waiting:
-        enqueue(RECONCILE_TASK, cluster.name, obj=cluster)
+    now = timezone.now()
+    spacing = timedelta(seconds=settings.MERIDIAN_CPU_RECONCILE_SPACING_SECONDS)
+    mine = Job.objects.filter(task_name=RECONCILE_TASK).filter(  # enqueued for the cluster, or the periodic pass's
+        Q(object_id=str(cluster.pk), object_type=ContentType.objects.get_for_model(type(cluster))) | Q(task_args__0=cluster.name))
+    if mine.filter(status__in=Job.QUEUED).exists():
+        return
+    last = mine.filter(started__gt=now - spacing).order_by("-started").values_list("started", flat=True).first()
+    not_before = now if last is None else last + spacing
+    enqueue(RECONCILE_TASK, cluster.name, obj=cluster, params={"not_before": not_before.isoformat()},
+            countdown=(not_before - now).total_seconds() or None)

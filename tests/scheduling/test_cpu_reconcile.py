@@ -222,6 +222,32 @@ def test_inventory_syncs_queue_a_reconcile_of_clusters_using_cpu_colocation(host
     assert Job.objects.filter(task_name=store.RECONCILE_TASK, status="pending").count() == 1  # coalesced
 
 
+def test_a_syncs_reconcile_starts_no_sooner_than_the_spacing_after_the_clusters_last(host, settings):
+    """Every sync of a busy cluster changes something: its reconciles are spaced, the last
+    started one (the periodic pass's or an enqueued one) counting."""
+    from datetime import datetime
+
+    from core.models import Job
+    from fleet.signals import workloads_changed
+
+    cluster, _, _ = host
+    settings.MERIDIAN_CPU_RECONCILE_SPACING_SECONDS = 30
+    Job.objects.filter(task_name=store.RECONCILE_TASK).delete()
+    started = timezone.now() - timedelta(seconds=10)
+    Job.objects.create(kind=store.RECONCILE_TASK, task_name=store.RECONCILE_TASK, task_args=[cluster.name],
+                       status=Job.Status.SUCCEEDED, started=started, finished=started + timedelta(seconds=4))
+    workloads_changed.send(sender=type(cluster), cluster=cluster, keys=[])
+    waiting = Job.objects.get(task_name=store.RECONCILE_TASK, status=Job.Status.PENDING)
+    assert datetime.fromisoformat(waiting.params["not_before"]) == started + timedelta(seconds=30)
+
+    long_ago = started - timedelta(seconds=60)
+    Job.objects.filter(task_name=store.RECONCILE_TASK).update(status=Job.Status.SUCCEEDED, started=long_ago)
+    before = timezone.now()
+    workloads_changed.send(sender=type(cluster), cluster=cluster, keys=[])
+    now = Job.objects.get(task_name=store.RECONCILE_TASK, status=Job.Status.PENDING)
+    assert before <= datetime.fromisoformat(now.params["not_before"]) <= timezone.now(), "none recent: at once"
+
+
 def _replace_annotated_pods(connector, name: str, count: int, generation: int) -> None:
     """``count`` exclusive pods annotated outside Meridian, replaced by new ones (new names) each generation."""
     for i in range(count):
