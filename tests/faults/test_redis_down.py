@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 import uuid
 
@@ -52,6 +53,38 @@ async def next_event(base: str, token: str, topic: str, trigger, timeout: float 
     raise AssertionError("no event")
 
 
+class HeldSocket(threading.Thread):
+    """A browser that stays connected through the outage, subscribed to ``topic``: the first
+    event whose data names ``cluster`` must still reach it once Redis is back (the web process's
+    channel-layer receiver subscribes again by itself; nothing tells the page to reconnect)."""
+
+    def __init__(self, base: str, token: str, topic: str, cluster: str, timeout: float) -> None:
+        super().__init__(daemon=True)
+        self.base, self.token, self.topic, self.cluster, self.timeout = base, token, topic, cluster, timeout
+        self.subscribed = threading.Event()
+        self.event: dict | None = None
+
+    def run(self) -> None:
+        asyncio.run(self._hold())
+
+    async def _hold(self) -> None:
+        async with websockets.connect(self.base.replace("http", "ws") + "/ws/", origin="http://localhost",
+                                      additional_headers={"Authorization": f"Token {self.token}"}) as ws:
+            assert json.loads(await ws.recv())["type"] == "hello"
+            await ws.send(json.dumps({"type": "subscribe", "topic": self.topic}))
+            assert json.loads(await ws.recv())["type"] == "subscribed"
+            self.subscribed.set()
+            deadline = time.monotonic() + self.timeout
+            while time.monotonic() < deadline:
+                try:
+                    message = json.loads(await asyncio.wait_for(ws.recv(), timeout=deadline - time.monotonic()))
+                except TimeoutError:
+                    return
+                if message["type"] == "event" and message["data"].get("cluster") == self.cluster:
+                    self.event = message
+                    return
+
+
 def test_machine_endpoints_pages_and_the_downgrade_work_through_a_redis_outage(meridian, private_redis, admin_token):
     meridian.start_web()
     meridian.start_worker()
@@ -73,6 +106,9 @@ def test_machine_endpoints_pages_and_the_downgrade_work_through_a_redis_outage(m
     assert login.post("/accounts/login/", data={"username": "fault-admin", "password": "fault-admin-password-123",
                                                 "csrfmiddlewaretoken": login.cookies["csrftoken"]}).status_code == 302
 
+    held = HeldSocket(meridian.base, admin_token, "fleet", "edge-3", timeout=OUTAGE_SECONDS + 240)
+    held.start()
+    assert held.subscribed.wait(30), "a socket subscribed before the outage"
     private_redis.stop()
     outage_ends = time.monotonic() + OUTAGE_SECONDS
     downgrade = None
@@ -120,3 +156,8 @@ def test_machine_endpoints_pages_and_the_downgrade_work_through_a_redis_outage(m
         "/api/v1/fleet/clusters/", json={"name": "edge-2", "connector": "simulated", "connector_config": {"node_count": 5}})))
     assert event["event"] == "cluster.registered" and event["data"]["cluster"] == "edge-2", \
         "live streaming works again after the restart"
+    assert api.post("/api/v1/fleet/clusters/", json={"name": "edge-3", "connector": "simulated",
+                                                     "connector_config": {"node_count": 5}}).status_code == 201
+    held.join(60)
+    assert held.event is not None and held.event["event"] == "cluster.registered", \
+        "a socket that stayed open through the outage gets events again"
