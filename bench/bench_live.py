@@ -134,10 +134,12 @@ async def listen(browser: Browser) -> None:
         async for raw in browser.socket:
             now = time.time()
             message = json.loads(raw)
-            if browser.counting and message.get("type") == "event":
-                browser.per_second[int(now)] += 1
-                browser.latencies.append(now - message["time"])
-                browser.kinds[message["topic"], message["event"]] += 1
+            events = message["events"] if message.get("type") == "batch" else [message]
+            if browser.counting and events[0].get("type") == "event":
+                browser.per_second[int(now)] += 1  # a message, however many events it carries
+                for event in events:
+                    browser.latencies.append(now - event["time"])
+                    browser.kinds[event["topic"], event["event"]] += 1
     except websockets.ConnectionClosed as exc:
         browser.errors.append(f"closed: {exc}")
 
@@ -164,6 +166,15 @@ async def still_open(browsers: list[Browser], timeout: float = 30) -> int:
     return sum(await asyncio.gather(*(answers(b) for b in browsers)))
 
 
+async def loop_lag(lags: list[float], stop: asyncio.Event, every: float = 0.02) -> None:
+    """How late this process's own event loop wakes (the clients' share of every latency)."""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        due = loop.time() + every
+        await asyncio.sleep(every)
+        lags.append(loop.time() - due)
+
+
 def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=1000)[int(q * 1000) - 1] if len(values) > 1 else (values[0] if values else 0.0)
 
@@ -183,15 +194,26 @@ async def watch_rollout(args, base: str, api: API, web: psutil.Process) -> None:
     for browser in browsers:
         browser.counting = True
     cpu_before, wall_before = web.cpu_times(), time.monotonic()
+    psutil.cpu_percent()
+    lags: list[float] = []
+    stop_lag = asyncio.Event()
+    lagging = asyncio.create_task(loop_lag(lags, stop_lag))
     api.call("PATCH", f"/api/v1/nodeconfig/targets/{pk}/", json={
         "config": {"bench": {"round": 1}}, "wave_size": args.wave_size, "wave_interval_seconds": 1,
         "reason": "bench: a paced rollout watched by every socket"})
     progress = await asyncio.to_thread(wait_delivered, api, pk, args.timeout)
     await asyncio.sleep(2)  # the last summaries
     cpu_after, wall = web.cpu_times(), time.monotonic() - wall_before
+    machine = psutil.cpu_percent()
+    stop_lag.set()
+    await lagging
     for browser in browsers:
         browser.counting = False
     report(browsers, progress, wall, (cpu_after.user + cpu_after.system - cpu_before.user - cpu_before.system) / wall)
+    lags.sort()
+    print(f"  the clients' own event loop woke late by p50 {percentile(lags, 0.5) * 1000:.0f} ms, p95 "
+          f"{percentile(lags, 0.95) * 1000:.0f} ms, max {lags[-1] * 1000:.0f} ms (part of every latency above); "
+          f"the machine's CPUs {machine:.0f}% busy")
     print(f"sockets still answering after the rollout: {await still_open(browsers):,} of {len(browsers):,} (goal: all)")
     if args.soak_hours:
         await asyncio.sleep(args.soak_hours * 3600)

@@ -2,10 +2,27 @@
 
 Client → server: ``{"type": "subscribe", "topic": "job-42"}``, ``{"type": "unsubscribe", ...}``,
 ``{"type": "ping"}``. Server → client: ``subscribed`` (with the topic's current sequence
-number, the point to backfill from), ``error``, ``pong`` and ``event`` messages.
+number, the point to backfill from), ``error``, ``pong`` and ``event`` messages, and
+``{"type": "batch", "events": [...]}`` for events that came close together.
+
+A browser gets at most ``MESSAGES_PER_SECOND`` messages in any second: a rollout's tick sends
+the same summary on the list's topic and on the target's own, the overview listens to five
+topics, and a thousand browsers each woken several times a second cost the web process and the
+browsers more than the events are worth. Events sent together (``core.events.send_many``: a
+tick's summaries) say which topics follow them (``then``); a browser subscribed to one of those
+waits for it (``COMPANION_WAIT_SECONDS`` at the most) and gets the burst as one message. Nothing
+else is held: an event goes out as it arrives unless the budget is spent, and then everything
+that arrived goes out together when it allows, in the order it came (each event keeps its
+topic's sequence number). Waiting a fixed moment for a burst to complete did not merge it: with
+1,000 sockets the web process fans the first event out to all of them before it reads the second
+from Redis, and holding a message back in case more comes put most events behind it
+(``bench/bench_live.py``: p95 latency tripled).
 """
 
 from __future__ import annotations
+
+import asyncio
+from collections import deque
 
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
@@ -15,6 +32,8 @@ from core import events
 
 MAX_SUBSCRIPTIONS = 64
 CLOSE_UNAUTHENTICATED = 4401
+MESSAGES_PER_SECOND = 2
+COMPANION_WAIT_SECONDS = 0.25
 
 
 class EventConsumer(AsyncJsonWebsocketConsumer):
@@ -24,6 +43,9 @@ class EventConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.topics: set[str] = set()
+        self._held: list[dict] = []
+        self._flush: asyncio.TimerHandle | None = None
+        self._sent: deque[float] = deque(maxlen=MESSAGES_PER_SECOND)  # when the last messages went
         await self.accept()
         await self.send_json({"type": "hello", "user": user.get_username()})
 
@@ -41,6 +63,8 @@ class EventConsumer(AsyncJsonWebsocketConsumer):
         await handler(message)
 
     async def disconnect(self, code: int) -> None:
+        if getattr(self, "_flush", None) is not None:
+            self._flush.cancel()
         for topic in getattr(self, "topics", set()):
             await self.channel_layer.group_discard(events.group_name(topic), self.channel_name)
 
@@ -84,4 +108,34 @@ class EventConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "unsubscribed", "topic": topic})
 
     async def meridian_event(self, message) -> None:
-        await self.send_json(message["event"])
+        self._held.append(message["event"])
+        companions = not self.topics.isdisjoint(message.get("then", ()))
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        recent = [t for t in self._sent if t > now - 1.0]
+        if len(recent) >= MESSAGES_PER_SECOND:  # spent: it frees a second after the oldest
+            at = recent[0] + 1.0
+        elif companions:
+            at = now + COMPANION_WAIT_SECONDS
+        else:
+            at = now
+        if self._flush is not None:
+            if self._flush.when() <= at:
+                return
+            self._flush.cancel()
+            self._flush = None
+        if at <= now:
+            await self._send_held()
+        else:
+            self._flush = loop.call_at(at, self._send_later)
+
+    def _send_later(self) -> None:
+        self._flush = None
+        self._sending = asyncio.ensure_future(self._send_held())  # referenced: the loop keeps only weak references
+
+    async def _send_held(self) -> None:
+        held, self._held = self._held, []
+        if not held:
+            return
+        self._sent.append(asyncio.get_running_loop().time())
+        await self.send_json(held[0] if len(held) == 1 else {"type": "batch", "events": held})

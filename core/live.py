@@ -25,6 +25,12 @@ from .redis import get_redis
 
 logger = logging.getLogger(__name__)
 DIRTY_KEY = "meridian:live:dirty:{kind}"
+SENT_KEY = "meridian:live:sent:{kind}"
+#: The beat's tick is a second, but its runs bunch up behind a busy worker (two or three back to
+#: back, each finding new marks during a rollout): the periodic task leaves a kind this long
+#: after it last sent it, so a browser gets each thing's summary about once a second, not three
+#: times in one (``bench/bench_live.py`` counted up to 5 messages a second before).
+TICK_SPACING_SECONDS = 0.9
 #: kind → builder(keys) → [(topic, event type, data)]
 Builder = Callable[[list[str]], Iterable[tuple[str, str, dict[str, Any]]]]
 _builders: dict[str, Builder] = {}
@@ -52,19 +58,23 @@ def _add(kind: str, values: list[str]) -> None:
         logger.warning("could not mark %s %s for the live summary: %s", kind, values[:3], exc)
 
 
-def publish_pending(limit: int = 500) -> dict[str, int]:
-    """Send the summaries of everything marked since the last call; returns counts per kind."""
+def publish_pending(limit: int = 500, *, spacing: float = 0.0) -> dict[str, int]:
+    """Send the summaries of everything marked since the last call; returns counts per kind.
+
+    With ``spacing``, a kind sent less than that many seconds ago keeps its marks for a later call.
+    """
     redis = get_redis()
     sent: dict[str, int] = {}
     for kind, builder in _builders.items():
+        gate = SENT_KEY.format(kind=kind)
+        if spacing and redis.exists(gate):
+            continue
         keys = [k.decode() if isinstance(k, bytes) else str(k) for k in redis.spop(DIRTY_KEY.format(kind=kind), limit) or []]
         if not keys:
             continue
-        count = 0
-        for topic, event_type, data in builder(keys):
-            events.send_now(topic, event_type, data)
-            count += 1
-        sent[kind] = count
+        if spacing:
+            redis.set(gate, 1, px=int(spacing * 1000))
+        sent[kind] = len(events.send_many(list(builder(keys))))
     return sent
 
 

@@ -41,5 +41,6 @@ def expire_jobs() -> dict:
 
 @shared_task(name="core.publish_live", ignore_result=True)
 def publish_live() -> dict:
-    """Send one summary per changed thing since the last run (``core.live``)."""
-    return live.publish_pending()
+    """Send one summary per changed thing since the last run (``core.live``), each kind at most
+    about once a second however the ticks bunch up."""
+    return live.publish_pending(spacing=live.TICK_SPACING_SECONDS)

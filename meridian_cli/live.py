@@ -2,8 +2,8 @@
 
 ``Events`` holds one websocket to ``/ws/`` (the API token in ``Authorization``, the server's
 own origin in ``Origin``, as the server's check wants): ``hello``, then ``subscribe`` per
-topic and its ``subscribed`` answer with the sequence number, then ``event`` messages, which a
-reader thread puts on a queue. It is best effort: when the websocket cannot be opened or
+topic and its ``subscribed`` answer with the sequence number, then ``event`` messages (several
+that came close together as one ``batch``), which a reader thread puts on a queue. It is best effort: when the websocket cannot be opened or
 drops, ``wait_until`` keeps going on REST polls alone, so ``--wait`` never depends on it.
 
 ``wait_until`` draws a Rich progress bar (done / total, and a state line), updated from each
@@ -81,8 +81,8 @@ class Events:
                     pending.discard(message["topic"])
                 elif message.get("type") == "error":
                     raise ConnectionError(f"{message.get('topic')}: {message.get('detail')}")
-                elif message.get("type") == "event":
-                    self.queue.put(message)
+                else:
+                    self._take(message)
         except Exception as exc:  # noqa: BLE001 - live progress is best effort; REST polls carry on
             err.print(f"[dim](live updates unavailable: {exc}; polling instead)[/]")
             self.close()
@@ -102,11 +102,15 @@ class Events:
     def _read(self) -> None:
         try:
             for raw in self.connection:
-                message = json.loads(raw)
-                if message.get("type") == "event":
-                    self.queue.put(message)
+                self._take(json.loads(raw))
         except Exception:  # noqa: BLE001 - a dropped socket leaves the REST polls
             return
+
+    def _take(self, message: dict[str, Any]) -> None:
+        """Queue an event, or each event of a batch (events that came close together)."""
+        for each in (message.get("events") or []) if message.get("type") == "batch" else [message]:
+            if each.get("type") == "event":
+                self.queue.put(each)
 
     def next(self, timeout: float) -> dict[str, Any] | None:
         try:

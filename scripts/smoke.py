@@ -51,6 +51,8 @@ async def one_event(base: str, cookies: httpx.Cookies, timeout: float = 60) -> d
         await ws.send(json.dumps({"type": "subscribe", "topic": "system"}))
         while True:
             message = json.loads(await asyncio.wait_for(ws.recv(), timeout))
+            if message["type"] == "batch":  # events that came close together
+                return message["events"][0]
             if message["type"] == "event":
                 return message
 

@@ -69,11 +69,85 @@ async def test_session_user_subscribes_and_receives_numbered_events(viewer):
     assert ack["type"] == "subscribed" and ack["topic"] == f"job-{job.pk}"
 
     first = await sync_to_async(events.send_now)(f"job-{job.pk}", "job.status", {"status": "running"})
-    second = await sync_to_async(events.send_now)(f"job-{job.pk}", "job.status", {"status": "succeeded"})
-    received = [await communicator.receive_json_from(timeout=5) for _ in range(2)]
-    assert [e["seq"] for e in received] == [first, second] == [ack["seq"] + 1, ack["seq"] + 2]
-    assert [e["data"]["status"] for e in received] == ["running", "succeeded"]
-    assert all(e["type"] == "event" and e["event"] == "job.status" for e in received)
+    assert (await communicator.receive_json_from(timeout=5))["seq"] == first == ack["seq"] + 1
+    system = await subscribe(communicator, "system")
+    topic = f"job-{job.pk}"
+    sequences = await sync_to_async(events.send_many)([(topic, "job.status", {"status": "succeeded"}),
+                                                       ("system", "system.status", {"workers": 1}),
+                                                       (topic, "job.log", {"lines": ["done"]})])
+    assert sequences == [ack["seq"] + 2, system["seq"] + 1, ack["seq"] + 3], "each topic numbers its own"
+    batch = await communicator.receive_json_from(timeout=5)
+    assert batch["type"] == "batch", "events sent together (a tick's summaries) are one message"
+    received = batch["events"]
+    assert [(e["topic"], e["event"], e["seq"]) for e in received] == [
+        (topic, "job.status", ack["seq"] + 2), ("system", "system.status", system["seq"] + 1), (topic, "job.log", ack["seq"] + 3)]
+    assert received[0]["data"] == {"status": "succeeded"} and all(e["type"] == "event" for e in received)
+    await communicator.disconnect()
+
+
+async def test_a_burst_waits_only_for_the_topics_a_browser_follows(viewer):
+    """With 1,000 sockets a tick's second summary reached a browser after its first had gone
+    alone (the web process fans one event out to every socket before it reads the next): the
+    events of a burst name the topics that follow them, and a browser waits for those it follows
+    (``COMPANION_WAIT_SECONDS`` at the most) and for no others."""
+    from console.consumers import COMPANION_WAIT_SECONDS
+
+    headers = await sync_to_async(session_headers)(viewer)
+    both, alone = (await connect(headers))[0], (await connect(headers))[0]
+    for communicator in (both, alone):
+        await communicator.receive_json_from(timeout=5)
+    await subscribe(both, "system")
+    await subscribe(both, "fleet")
+    await subscribe(alone, "system")
+    await sync_to_async(events.send_many)([("system", "system.status", {"n": 1}), ("fleet", "fleet.summary", {"n": 2})])
+    merged = await both.receive_json_from(timeout=5)
+    assert merged["type"] == "batch" and [e["topic"] for e in merged["events"]] == ["system", "fleet"]
+    single = await alone.receive_json_from(timeout=5)
+    assert single["type"] == "event" and single["topic"] == "system", "not held for a topic it does not follow"
+
+    layer = get_channel_layer()  # a companion that never comes (its sender died between the two)
+    started = time.monotonic()
+    await layer.group_send(events.group_name("system"), {"type": "meridian.event", "then": ["fleet"], "event": {
+        "type": "event", "topic": "system", "event": "system.status", "seq": 0, "time": time.time(), "data": {}}})
+    assert (await both.receive_json_from(timeout=5))["topic"] == "system"
+    assert time.monotonic() - started >= COMPANION_WAIT_SECONDS - 0.01, "held for the companion a while"
+    for communicator in (both, alone):
+        await communicator.disconnect()
+
+
+async def test_a_browser_gets_at_most_two_messages_a_second_and_every_event(viewer):
+    """A busy topic (a rollout's summaries, five topics on the overview) woke every browser
+    for each event: 1,000 browsers got up to five messages a second each. Events closer than
+    the spacing wait for it and go out together, each once, in order; the first of a burst
+    waits only a moment."""
+    from console.consumers import MESSAGES_PER_SECOND
+
+    communicator, connected = await connect(await sync_to_async(session_headers)(viewer))
+    assert connected
+    await communicator.receive_json_from(timeout=5)
+    job = await Job.objects.acreate(kind="probe", triggered_by="test")
+    ack = await subscribe(communicator, f"job-{job.pk}")
+    arrivals, received = [], []
+
+    async def receive() -> None:
+        while len(received) < 12:
+            message = await communicator.receive_json_from(timeout=5)
+            arrivals.append(asyncio.get_running_loop().time())
+            received.extend(message["events"] if message["type"] == "batch" else [message])
+
+    receiving = asyncio.create_task(receive())
+    sent_at = []
+    for i in range(12):  # one every 0.1 s for 1.2 s
+        sent_at.append(asyncio.get_running_loop().time())
+        await sync_to_async(events.send_now)(f"job-{job.pk}", "job.status", {"n": i})
+        await asyncio.sleep(0.1)
+    await receiving
+    assert [e["data"]["n"] for e in received] == list(range(12))
+    assert [e["seq"] for e in received] == [ack["seq"] + 1 + i for i in range(12)]
+    windows = [b - a for a, b in zip(arrivals, arrivals[MESSAGES_PER_SECOND:])]
+    assert len(arrivals) <= 5 and min(windows) >= 1.0 - 0.05, f"{len(arrivals)} messages at {arrivals}"
+    assert arrivals[0] - sent_at[0] < 0.3, "the first event of a burst is not held for the spacing"
+    assert await communicator.receive_nothing(timeout=1), "every event once"
     await communicator.disconnect()
 
 

@@ -120,7 +120,8 @@ async def test_a_jobs_log_lines_arrive_on_its_topic(django_user_model, close_exe
         messages = []
         deadline = time.monotonic() + 15
         while not any(m.get("event") == "job.log" for m in messages) and time.monotonic() < deadline:
-            messages.append(await communicator.receive_json_from(timeout=15))
+            message = await communicator.receive_json_from(timeout=15)
+            messages.extend(message["events"] if message["type"] == "batch" else [message])
         log_events = [m for m in messages if m.get("event") == "job.log"]
         assert log_events and log_events[0]["data"]["lines"][0].endswith("INFO tests.jobs first line of ws-1")
         assert runner.is_alive(), "the line arrived while the job was still running"

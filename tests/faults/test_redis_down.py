@@ -48,6 +48,8 @@ async def next_event(base: str, token: str, topic: str, trigger, timeout: float 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             message = json.loads(await asyncio.wait_for(ws.recv(), timeout=deadline - time.monotonic()))
+            if message["type"] == "batch":
+                return message["events"][0]
             if message["type"] == "event":
                 return message
     raise AssertionError("no event")
@@ -80,9 +82,10 @@ class HeldSocket(threading.Thread):
                     message = json.loads(await asyncio.wait_for(ws.recv(), timeout=deadline - time.monotonic()))
                 except TimeoutError:
                     return
-                if message["type"] == "event" and message["data"].get("cluster") == self.cluster:
-                    self.event = message
-                    return
+                for each in message["events"] if message["type"] == "batch" else [message]:
+                    if each["type"] == "event" and each["data"].get("cluster") == self.cluster:
+                        self.event = each
+                        return
 
 
 def test_machine_endpoints_pages_and_the_downgrade_work_through_a_redis_outage(meridian, private_redis, admin_token):

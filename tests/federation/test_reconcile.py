@@ -346,7 +346,7 @@ def test_live_events_carry_the_consolidated_names(fleet3, spread_policy, django_
     from federation.models import OBJECT_LIVE
 
     sent: list[tuple[str, str, dict]] = []
-    monkeypatch.setattr(events, "send_now", lambda topic, event, data: sent.append((topic, event, dict(data))) or 1)
+    monkeypatch.setattr(events, "send_many", lambda items: [sent.append((t, e, dict(d))) or 1 for t, e, d in items])
     monkeypatch.setattr(jobs, "dispatch", lambda job_id, countdown=None: True)
     live.publish_pending()
     with django_capture_on_commit_callbacks(execute=True):

@@ -162,7 +162,8 @@ class Subscriber:
                             message = json.loads(await asyncio.wait_for(ws.recv(), timeout=0.5))
                         except TimeoutError:
                             continue
-                        self._account(message)
+                        for each in message["events"] if message["type"] == "batch" else [message]:
+                            self._account(each)
             except Exception:  # noqa: BLE001 - any close or refusal: reconnect, as the page does
                 if not self._stop.is_set():
                     self.disconnected_at.append(time.monotonic())

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
 from core.events import current_sequence
-from core.live import publish_pending
+from core.live import TICK_SPACING_SECONDS, pending, publish_pending
+from core.tasks import publish_live
 from nodeconfig.agent import record_reports
 from nodeconfig.models import TARGET_LIVE, ConfigType, NodeConfig
 from nodeconfig.services import TargetSpec, save_config_type, save_target
@@ -91,6 +93,31 @@ def test_progress_events_are_coalesced_per_target(fleet, admin_qos, django_captu
     assert current_sequence("nodeconfig") == before + 1
     assert current_sequence(f"nodeconfig-target-{target.pk}") == own_before + 1
     assert publish_pending() == {}
+
+
+def test_bunched_beat_ticks_send_a_things_summary_about_once_a_second(fleet, admin_qos, django_capture_on_commit_callbacks):
+    """Behind a busy worker the beat's one-second ticks run two or three back to back; each found
+    new acknowledgements during a rollout and sent the target's summary again, so browsers got up
+    to five messages in one second. A tick that comes too soon leaves the marks for the next."""
+    target, _ = save_target(admin_qos, TargetSpec(name="global", config={}))
+    settle(target)
+    publish_pending()
+    rows = list(NodeConfig.objects.filter(target=target).select_related("node", "cluster"))
+
+    def report(row) -> None:
+        with django_capture_on_commit_callbacks(execute=True):
+            record_reports(row.cluster, {row.node.name: ({"AdminQoSConfiguration": row.config_hash}, {})})
+
+    before = current_sequence(f"nodeconfig-target-{target.pk}")
+    report(rows[0])
+    assert publish_live() == {TARGET_LIVE: 2}
+    sent_at = time.monotonic()
+    report(rows[1])
+    assert publish_live() == {}, "a tick right behind the last one sends nothing"
+    assert pending(TARGET_LIVE) == {str(target.pk)}, "and keeps what changed for the next"
+    time.sleep(max(0.0, sent_at + TICK_SPACING_SECONDS + 0.05 - time.monotonic()))
+    assert publish_live() == {TARGET_LIVE: 2}
+    assert current_sequence(f"nodeconfig-target-{target.pk}") == before + 2
 
 
 def test_a_type_keeps_its_name_its_gvr_stays_valid_and_the_downgrade_works_after_an_update(

@@ -119,6 +119,7 @@
       topics.forEach(send_subscribe);
     } else if (msg.type === "subscribed") onSubscribed(msg);
     else if (msg.type === "event") onEvent(msg);
+    else if (msg.type === "batch") (msg.events || []).forEach(onEvent);  // events that came close together
   }
 
   function send_subscribe(topic) {
