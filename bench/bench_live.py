@@ -105,6 +105,8 @@ class Browser:
     latencies: list[float] = field(default_factory=list)
     per_second: Counter = field(default_factory=Counter)
     kinds: Counter = field(default_factory=Counter)  # (topic, event type) -> messages
+    late: Counter = field(default_factory=Counter)  # (topic, event type, second sent) -> events over a second late
+    by_kind: dict = field(default_factory=dict)  # (topic, event type) -> latencies
     counting: bool = False
     errors: list[str] = field(default_factory=list)
 
@@ -140,6 +142,9 @@ async def listen(browser: Browser) -> None:
                 for event in events:
                     browser.latencies.append(now - event["time"])
                     browser.kinds[event["topic"], event["event"]] += 1
+                    browser.by_kind.setdefault((event["topic"], event["event"]), []).append(now - event["time"])
+                    if now - event["time"] > 1.0:
+                        browser.late[event["topic"], event["event"], int(event["time"])] += 1
     except websockets.ConnectionClosed as exc:
         browser.errors.append(f"closed: {exc}")
 
@@ -240,6 +245,15 @@ def report(browsers: list[Browser], progress: dict, seconds: float, cpu: float) 
     kinds = sum((b.kinds for b in browsers), Counter())
     print("  events a browser got, per second: " + ", ".join(
         f"{topic} {event} {count / len(browsers) / seconds:.2f}" for (topic, event), count in kinds.most_common(8)))
+    for kind in sorted({k for b in browsers for k in b.by_kind}):
+        values = sorted(x * 1000 for b in browsers for x in b.by_kind.get(kind, ()))
+        print(f"    {kind[0]} {kind[1]}: p50 {percentile(values, 0.5):.0f} ms, p95 {percentile(values, 0.95):.0f} ms "
+              f"({len(values):,} events)")
+    late = sum((b.late for b in browsers), Counter())
+    if late:
+        print("  events over a second late (topic, type, the second it was sent: browsers): " + ", ".join(
+            f"{topic} {event} {time.strftime('%H:%M:%S', time.gmtime(at))}: {count}"
+            for (topic, event, at), count in late.most_common(6)))
     print(f"  web process CPU over the rollout: {cpu * 100:.0f}% of one core")
     closed = [e for b in browsers for e in b.errors]
     if closed:

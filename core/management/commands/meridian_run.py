@@ -56,9 +56,9 @@ class Command(BaseCommand):
 
     def _supervise(self, env: dict, host: str, port: int) -> int:
         python = sys.executable
-        programs = [
+        programs = [  # live events go uncompressed, as deploy/ runs the web (UVICORN_WS_PER_MESSAGE_DEFLATE)
             Program("web", [python, "-m", "uvicorn", "config.asgi:application", "--host", host, "--port", str(port),
-                            "--lifespan", "off", "--no-access-log"], env=env),
+                            "--lifespan", "off", "--no-access-log", "--ws-per-message-deflate", "false"], env=env),
             Program("worker", [python, "manage.py", "meridian_worker"], env=env),
             Program("beat", [python, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO"], env=env),
         ]
