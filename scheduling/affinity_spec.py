@@ -215,13 +215,7 @@ class _Validator:
             return
         if affinity.get(REQUIRED) is not None:
             self.node_selector(affinity[REQUIRED], _child(path, REQUIRED))
-        for i, term in enumerate(self.items(affinity.get(PREFERRED), _child(path, PREFERRED))):
-            term_path = f"{_child(path, PREFERRED)}[{i}]"
-            term = self.mapping(term, term_path, ("weight", "preference"))
-            if term is None:
-                continue
-            self.weight(term, term_path)
-            self.node_selector_term(term.get("preference"), _child(term_path, "preference"))
+        self.weighted_terms(affinity, path, "preference", self.node_selector_term)
 
     def node_selector(self, value: Any, path: str) -> None:
         selector = self.mapping(value, path, ("nodeSelectorTerms",))
@@ -278,13 +272,17 @@ class _Validator:
             return
         for i, term in enumerate(self.items(affinity.get(REQUIRED), _child(path, REQUIRED))):
             self.pod_affinity_term(term, f"{_child(path, REQUIRED)}[{i}]")
+        self.weighted_terms(affinity, path, "podAffinityTerm", lambda term, at: self.pod_affinity_term(term or {}, at))
+
+    def weighted_terms(self, affinity: Mapping[str, Any], path: str, key: str, check: Callable[[Any, str], None]) -> None:
+        """``preferredDuringSchedulingIgnoredDuringExecution``: each a ``weight`` and a term under ``key``."""
         for i, term in enumerate(self.items(affinity.get(PREFERRED), _child(path, PREFERRED))):
             term_path = f"{_child(path, PREFERRED)}[{i}]"
-            term = self.mapping(term, term_path, ("weight", "podAffinityTerm"))
+            term = self.mapping(term, term_path, ("weight", key))
             if term is None:
                 continue
             self.weight(term, term_path)
-            self.pod_affinity_term(term.get("podAffinityTerm") or {}, _child(term_path, "podAffinityTerm"))
+            check(term.get(key), _child(term_path, key))
 
     def pod_affinity_term(self, value: Any, path: str) -> None:
         term = self.mapping(value, path, ("labelSelector", "namespaceSelector", "namespaces", "topologyKey",
