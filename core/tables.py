@@ -413,10 +413,14 @@ class TableMixin:
         """What the table shows for the searched queryset; override for rows computed in Python."""
         return queryset
 
+    def table_kwargs(self) -> dict[str, Any]:
+        """What the table's constructor takes besides its rows (the page, what the user may do)."""
+        return {}
+
     def get_tables(self) -> list[BaseTable]:
         queryset = self.get_table_queryset()
         return [build_table(self.request, self.table_class, queryset, rows=self.table_rows,
-                            filterset=getattr(self, "filterset", None))]
+                            filterset=getattr(self, "filterset", None), **self.table_kwargs())]
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         detail = isinstance(self, SingleObjectMixin)

@@ -219,16 +219,22 @@ class RoleBindingGrantView(UserDetailView):
         return self.render_to_response(self.get_context_data(binding_form=form))
 
 
-class RoleBindingListView(AdminMixin, TableMixin, TemplateView):
+class RevocableListMixin(AdminMixin, TableMixin):
+    """A table of what users were given (roles, tokens), each row with its revoke button."""
+
+    def get_table_queryset(self):
+        return self.model.objects.select_related("user")
+
+    def table_kwargs(self):
+        return {"page_request": self.request, "may_revoke": self.can("delete")}
+
+
+class RoleBindingListView(RevocableListMixin, TemplateView):
     """Every scoped role in one table (searchable, exportable)."""
 
     model = RoleBinding
     template_name = "console/administration/rolebinding_list.html"
     table_class = RoleBindingTable
-
-    def get_tables(self):
-        return [build_table(self.request, RoleBindingTable, RoleBinding.objects.select_related("user"),
-                            page_request=self.request, may_revoke=self.can("delete"))]
 
 
 class RoleBindingRevokeView(AdminMixin, TemplateView):
@@ -250,14 +256,10 @@ class RoleBindingRevokeView(AdminMixin, TemplateView):
 
 # ------------------------------------------------------------------------------------- API tokens
 
-class APITokenListView(AdminMixin, TableMixin, TemplateView):
+class APITokenListView(RevocableListMixin, TemplateView):
     model = APIToken
     template_name = "console/administration/apitoken_list.html"
     table_class = APITokenTable
-
-    def get_tables(self):
-        return [build_table(self.request, APITokenTable, APIToken.objects.select_related("user"),
-                            page_request=self.request, may_revoke=self.can("delete"))]
 
     def get_context_data(self, **kwargs):
         return super().get_context_data(**kwargs) | {"may_issue": self.can("add")}
