@@ -158,6 +158,16 @@ class Backup:
         self.tar.close()
 
 
+def replace_durably(source: Path, target: Path) -> None:
+    """Rename ``source`` over ``target`` and sync the directory, so the new name survives a crash."""
+    os.replace(source, target)
+    directory = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
 def sha256_of(file: IO[bytes]) -> str:
     digest = hashlib.sha256()
     for chunk in read_chunks(file):
@@ -683,12 +693,7 @@ def _swap_sqlite(new: Path, target: Path, log: Callable[[str], None]) -> None:
     try:
         for suffix in ("-wal", "-shm", "-journal"):
             Path(f"{target}{suffix}").unlink(missing_ok=True)
-        os.replace(new, target)
-        directory = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        replace_durably(new, target)
     finally:
         if live is not None:
             with contextlib.suppress(sqlite3.Error):
@@ -719,12 +724,7 @@ def create_backup(connection: BaseDatabaseWrapper, final: Path, log: Callable[[s
             manifest = backup_postgresql(connection, temp, log)
         else:
             manifest = backup_sqlite(connection, temp, log)
-        os.replace(temp, final)
-        directory = os.open(final.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        replace_durably(temp, final)
         return manifest
     finally:
         temp.unlink(missing_ok=True)
