@@ -170,6 +170,17 @@ def parse_cpuset(text: str) -> list[int]:
 # --------------------------------------------------------------------------- IO queues
 
 
+def _annotation(text: str, what: str, key: str, kind: type, shape: str) -> Any:
+    """``key`` of a node's JSON annotation, or a ``TopologyError`` saying what the text should be."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise TopologyError(f"{what} annotation is not JSON: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get(key), kind):
+        raise TopologyError(f"{what} annotation is not {shape}")
+    return data[key]
+
+
 def _natural_key(name: str) -> tuple[Any, ...]:
     """``nvme0q2`` before ``nvme0q10``: devices and queue numbers sort as people read them."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
@@ -201,13 +212,7 @@ class IOQueueDistribution:
     @classmethod
     def from_annotation(cls, text: str) -> IOQueueDistribution:
         """Parse ``{"queues": {"<queue>": [cpu, ...], ...}}``."""
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise TopologyError(f"IO-queue annotation is not JSON: {exc}") from None
-        if not isinstance(data, dict) or not isinstance(data.get("queues"), dict):
-            raise TopologyError('IO-queue annotation is not {"queues": {"<queue>": [cpu, ...]}}')
-        return cls.from_mapping(data["queues"])
+        return cls.from_mapping(_annotation(text, "IO-queue", "queues", dict, '{"queues": {"<queue>": [cpu, ...]}}'))
 
     def to_annotation(self) -> str:
         return json.dumps({"queues": {name: list(cpus) for name, cpus in self.queues}}, separators=(",", ":"))
@@ -379,13 +384,7 @@ class CPUTopology:
     @classmethod
     def from_annotation(cls, text: str) -> CPUTopology:
         """Parse the node annotation ``{"cpus": [[cpu, socket, numa, core], ...]}``."""
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise TopologyError(f"CPU topology annotation is not JSON: {exc}") from None
-        if not isinstance(data, dict) or not isinstance(data.get("cpus"), list):
-            raise TopologyError('CPU topology annotation is not {"cpus": [[cpu, socket, numa, core], ...]}')
-        return cls.from_rows(data["cpus"])
+        return cls.from_rows(_annotation(text, "CPU topology", "cpus", list, '{"cpus": [[cpu, socket, numa, core], ...]}'))
 
     def to_annotation(self) -> str:
         """The annotation text, rows in CPU id order (compact, like the simulator writes it)."""
