@@ -9,14 +9,14 @@ A browser gets at most ``MESSAGES_PER_SECOND`` messages in any second: a rollout
 the same summary on the list's topic and on the target's own, the overview listens to five
 topics, and a thousand browsers each woken several times a second cost the web process and the
 browsers more than the events are worth. Events sent together (``core.events.send_many``: a
-tick's summaries) say which topics follow them (``then``); a browser subscribed to one of those
-waits for it (``COMPANION_WAIT_SECONDS`` at the most) and gets the burst as one message. Nothing
-else is held: an event goes out as it arrives unless the budget is spent, and then everything
-that arrived goes out together when it allows, in the order it came (each event keeps its
-topic's sequence number). Waiting a fixed moment for a burst to complete did not merge it: with
-1,000 sockets the web process fans the first event out to all of them before it reads the second
-from Redis, and holding a message back in case more comes put most events behind it
-(``bench/bench_live.py``: p95 latency tripled).
+tick's summaries) come as one layer message per topic, each saying which topics follow it
+(``then``); a browser subscribed to one of those waits for it (``COMPANION_WAIT_SECONDS`` at the
+most) and gets the burst as one message. Nothing else is held: an event goes out as it arrives
+unless the budget is spent, and then everything that arrived goes out together when it allows,
+in the order it came (each event keeps its topic's sequence number). Waiting a fixed moment for
+a burst to complete did not merge it: with 1,000 sockets the web process fans the first event
+out to all of them before it reads the second from Redis, and holding a message back in case
+more comes put most events behind it (``bench/bench_live.py``: p95 latency tripled).
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ class EventConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "unsubscribed", "topic": topic})
 
     async def meridian_event(self, message) -> None:
-        self._held.append(message["event"])
+        self._held.extend(message.get("events") or [message["event"]])
         companions = not self.topics.isdisjoint(message.get("then", ()))
         loop = asyncio.get_running_loop()
         now = loop.time()

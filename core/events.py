@@ -27,8 +27,8 @@ logger = logging.getLogger(__name__)
 TOPIC_PATTERN = re.compile(r"^[a-z][a-z0-9]*(?:-[A-Za-z0-9_.]+)*$")
 MAX_TOPIC_LENGTH = 90
 SEQUENCE_KEY = "meridian:events:seq:{topic}"
-#: How far ahead an event sent with others names their topics (``send_many``): enough to chain a
-#: list topic's events that alternate with each object's own, bounded so a message stays small.
+#: How many of the topics that follow a topic's events sent with others it names (``send_many``),
+#: bounded so a message stays small.
 FOLLOWING = 8
 
 #: A topic's object id → the object whose ``view`` permission the subscription needs (None: gone).
@@ -131,28 +131,36 @@ def send_now(topic: str, event_type: str, data: Mapping[str, Any]) -> int:
 
 
 def send_many(items: Sequence[tuple[str, str, Mapping[str, Any]]]) -> list[int]:
-    """``send_now`` for several events, handed to the channel layer together, in order.
+    """``send_now`` for several events, handed to the channel layer together; returns their
+    sequence numbers, in the order given.
 
-    Each says which topics the next ``FOLLOWING`` events are on (``then``; a browser subscribed
-    to one of them waits for it), so a tick's summaries (a target's on the list topic and on its
-    own, one per object on a list topic) reach a browser as one message (``console.consumers``);
-    and one event loop and Redis connection serve them all, where a call per event opened its own.
+    A topic's events travel as one message (``events``, in order; ``event`` is the last, for a
+    consumer that reads one), and each message names the topics of the next ``FOLLOWING`` ones
+    (``then``; a browser subscribed to one of them waits for it): a tick's summaries — the
+    targets' on the list topic and each on its own — reach a browser as one websocket message
+    (``console.consumers``), and the web process fans out one message per topic, not one per
+    event. One event loop and Redis connection serve them all, where a call per event opened its own.
     """
     if not items:
         return []
+    by_topic: dict[str, list[int]] = {}
+    for index, (topic, _, _) in enumerate(items):
+        by_topic.setdefault(topic, []).append(index)
     pipe = get_redis().pipeline(transaction=False)
-    for topic, _, _ in items:
-        pipe.incr(SEQUENCE_KEY.format(topic=topic))
-    sequences = [int(value) for value in pipe.execute()]
+    for topic, indices in by_topic.items():
+        pipe.incrby(SEQUENCE_KEY.format(topic=topic), len(indices))
+    sequences = [0] * len(items)
+    for last, indices in zip(pipe.execute(), by_topic.values()):
+        for offset, index in enumerate(indices):
+            sequences[index] = int(last) - len(indices) + 1 + offset
     now = time.time()
-    topics = [topic for topic, _, _ in items]
-    messages = [
-        (group_name(topic), {"type": "meridian.event",
-                             "event": {"type": "event", "topic": topic, "event": event_type, "seq": sequence, "time": now,
-                                       "data": dict(data)},
-                             "then": sorted(set(topics[i + 1:i + 1 + FOLLOWING]))})
-        for i, ((topic, event_type, data), sequence) in enumerate(zip(items, sequences))
-    ]
+    topics = list(by_topic)
+    messages = []
+    for position, (topic, indices) in enumerate(by_topic.items()):
+        batch = [{"type": "event", "topic": topic, "event": items[i][1], "seq": sequences[i], "time": now,
+                  "data": dict(items[i][2])} for i in indices]
+        messages.append((group_name(topic), {"type": "meridian.event", "event": batch[-1], "events": batch,
+                                             "then": sorted(topics[position + 1:position + 1 + FOLLOWING])}))
 
     async def send_all() -> None:
         layer = get_channel_layer()
