@@ -89,15 +89,10 @@ def dispatch(job_id: int, *, countdown: float | None = None) -> bool:
     job = Job.objects.filter(pk=job_id, status__in=Job.QUEUED).exclude(task_name="").first()
     if job is None:
         return False
-    from celery import current_app
-
     try:
-        if job.task_name not in current_app.tasks:
-            # A web process never imports the apps' tasks modules (only workers do): load them
-            # once, so the task's own class and shard router send it, not the reaper 5-20 s later.
-            current_app.loader.import_default_modules()
+        task = task_named(job.task_name)
         epoch = broker_epoch()
-        current_app.tasks[job.task_name].apply_async(
+        task.apply_async(
             tuple(job.task_args), {**job.task_kwargs, "job_id": job.pk}, task_id=job.task_id, countdown=countdown,
             retry=False)
     except Exception as exc:  # the outbox keeps it: reap() sends it again
@@ -105,6 +100,26 @@ def dispatch(job_id: int, *, countdown: float | None = None) -> bool:
         return False
     Job.objects.filter(pk=job.pk, status__in=Job.QUEUED).update(dispatched=timezone.now(), broker_epoch=epoch)
     return True
+
+
+_TASK_MODULES_LOCK = threading.Lock()
+
+
+def task_named(name: str) -> Any:
+    """The registered Celery task ``name``, its app's tasks modules loaded first if need be.
+
+    A web process never imports the apps' tasks modules (only workers do): they are loaded once,
+    so the task's own class and shard router send it, not the reaper 5-20 s later. Under a lock:
+    a thread that asked while another was importing them found the modules half-loaded and the
+    task missing (three of the first four clusters registered at once failed to send).
+    """
+    from celery import current_app
+
+    if name not in current_app.tasks:
+        with _TASK_MODULES_LOCK:
+            if name not in current_app.tasks:
+                current_app.loader.import_default_modules()
+    return current_app.tasks[name]
 
 
 def broker_epoch() -> str:
