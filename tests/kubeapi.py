@@ -232,12 +232,7 @@ class ApiServer:
         method, path = scope["method"], scope["path"].rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode(), keep_blank_values=True).items()}
         headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await read_body(receive)
         with self.lock:
             self.requests.append(Request(method, path, query))
             faults = [f for f in self.faults if f.match in path]
@@ -641,8 +636,9 @@ class ApiServer:
             return
         deadline, next_bookmark = time.monotonic() + timeout, time.monotonic() + self.bookmark_seconds
         scanned = -1  # the revision the events were last scanned at: an idle watch costs no scan
+        handle = self._watch_opened(rtype, timeout)
         try:
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and self._watch_goes_on(handle):
                 with self.lock:
                     current = self.revision
                     pending = [] if current == scanned else self._since(rtype.key, since, namespace)
@@ -657,13 +653,42 @@ class ApiServer:
                         "kind": rtype.kind, "apiVersion": rtype.group_version,
                         "metadata": {"resourceVersion": str(since), "annotations": {"k8s.io/initial-events-end": "true"}}}})
                     next_bookmark = time.monotonic() + self.bookmark_seconds
-                await asyncio.sleep(self.poll_seconds)
+                await self._watch_idle(min(deadline, next_bookmark) if bookmarks else deadline)
         except OSError:
             return
+        finally:
+            self._watch_closed(handle)
         await send({"type": "http.response.body", "body": b""})
+
+    # What a subclass may change about a watch (a benchmark's emulator wakes its watches on a
+    # change instead of polling, and counts and cuts them).
+
+    def _watch_opened(self, rtype: ResourceType, timeout: float) -> Any:
+        """A watch of ``rtype`` started; returns what identifies it to the hooks below."""
+        return None
+
+    def _watch_goes_on(self, handle: Any) -> bool:
+        return True
+
+    async def _watch_idle(self, until: float) -> None:
+        """Nothing to send: wait before looking again (``until``: the watch's next bookmark or its end)."""
+        await asyncio.sleep(self.poll_seconds)
+
+    def _watch_closed(self, handle: Any) -> None:
+        pass
 
 
 # -- helpers -----------------------------------------------------------------------------------
+
+
+async def read_body(receive: Any) -> bytes:
+    """An ASGI request's whole body."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
 
 
 def _qualified(rtype: ResourceType) -> str:
