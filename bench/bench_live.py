@@ -6,9 +6,11 @@ and Redis, web, worker and beat) in a temporary directory with a demo fleet of `
 nodes, lets the start-up work settle, and delivers a global target of a config type no other
 target uses to every node. Then ``--browsers`` websockets sign in with an API token and
 subscribe to what a browser on the overview and on that target's page subscribes to (the
-overview's ``system fleet nodeconfig federation quotas`` and ``nodeconfig-target-<id>``), and the
-target's config changes with waves of ``--wave-size``: a paced rollout over every node, watched
-by every socket until it is complete.
+overview's ``system fleet nodeconfig federation quotas`` and ``nodeconfig-target-<id>``), and,
+``--socket-settle`` seconds after the last one subscribed (1,000 sockets opening in a few seconds
+is its own storm: counted in, it put one 3 s stall into every browser's figures), the target's
+config changes with waves of ``--wave-size``: a paced rollout over every node, watched by every
+socket until it is complete.
 
 Prints, over the rollout: event → browser latency (a socket's receipt time less the ``time``
 the event was sent with, the same clock: p50, p95, p99; goal p95 ≤300 ms), the most messages
@@ -196,6 +198,7 @@ async def watch_rollout(args, base: str, api: API, web: psutil.Process) -> None:
     browsers = await open_all(args.browsers, base.replace("http", "ws", 1) + "/ws/", base, api.token, topics)
     print(f"  {len(browsers):,} sockets open and subscribed to {len(topics)} topics each in {time.monotonic() - started:.1f} s")
     listeners = [asyncio.create_task(listen(b)) for b in browsers]
+    await asyncio.sleep(args.socket_settle)  # the web process has subscriptions to finish and 2,000 log lines to write
     for browser in browsers:
         browser.counting = True
     cpu_before, wall_before = web.cpu_times(), time.monotonic()
@@ -265,6 +268,8 @@ def main() -> None:
     parser.add_argument("--browsers", type=int, default=1000)
     parser.add_argument("--nodes", type=int, default=10_000, help="nodes in the demo fleet, all of them in the rollout")
     parser.add_argument("--wave-size", default="20%")
+    parser.add_argument("--socket-settle", type=float, default=10,
+                        help="seconds between the last socket subscribing and the rollout (the count starts then)")
     parser.add_argument("--settle", type=float, default=60, help="seconds after start-up before the bench begins")
     parser.add_argument("--timeout", type=float, default=900, help="seconds a delivery may take")
     parser.add_argument("--soak-hours", type=float, default=0.0)
