@@ -10,6 +10,7 @@ of them. Running it again reuses the database, the user and the fleet.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 from django.conf import settings
@@ -30,13 +31,18 @@ class Command(BaseCommand):
                             help="nodes in the demo fleet, when it is seeded (default 2,000)")
 
     def handle(self, *args, **options) -> None:
+        # A SIGTERM while migrating or seeding (the supervisor handles signals only once it runs)
+        # ends the command through the ``finally`` below, which stops the embedded Redis: Python's
+        # default ends the process at once and left the server running.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
         redis_server = None
         env = dict(os.environ)
-        if not os.environ.get("REDIS_URL"):
-            redis_server = EmbeddedRedis(settings.EMBEDDED_REDIS_SOCKET, log_path=settings.VAR_DIR / "redis.log").start()
-            env["REDIS_URL"] = redis_server.url
-            self.stdout.write(f"embedded Redis on {redis_server.url}")
         try:
+            if not os.environ.get("REDIS_URL"):
+                redis_server = EmbeddedRedis(settings.EMBEDDED_REDIS_SOCKET, log_path=settings.VAR_DIR / "redis.log").start()
+                env["REDIS_URL"] = redis_server.url
+                self.stdout.write(f"embedded Redis on {redis_server.url}")
+                self.stdout.flush()
             call_command("migrate", interactive=False, verbosity=0)
             self.stdout.write("database migrated")
             call_command("bootstrap_admin")
