@@ -20,7 +20,11 @@ avoidance work on plain parallel lists in rank order instead of per-cluster
 objects; tie-break hashes are computed once per call (reused when scaling up
 or down), each cluster name's share of the hash is cached, and the workload
 key's bytes are folded into all clusters' hashes at once (see
-:func:`_fnv1_continue_lanes`). None of this changes a result: the previous
+:func:`_fnv1_continue_lanes`). A batch reschedule :func:`resolve`-s a
+policy's preferences for its clusters once (checked, read out per cluster,
+hash prefixes packed) and calls :func:`plan_resolved` per workload; rank
+keys are exact floats where they can be (Python sorts them fastest) and
+the scale-up and scale-down differences are taken at C speed. None of this changes a result: the previous
 implementation is kept as a test oracle (``tests/federation/_reference_planner.py``).
 """
 
@@ -28,12 +32,15 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import repeat
-from operator import attrgetter, lshift, or_, sub
+from itertools import compress, repeat
+from operator import add, attrgetter, gt, itemgetter, lshift, mul, sub
+from typing import TypeVar
 
-__all__ = ["WILDCARD", "ClusterPreference", "fnv1_32", "plan"]
+__all__ = ["WILDCARD", "ClusterPreference", "Resolved", "fnv1_32", "plan", "plan_resolved", "resolve"]
+
+T = TypeVar("T")
 
 #: Preference key that applies to every cluster without an explicit entry.
 WILDCARD = "*"
@@ -103,6 +110,25 @@ _NATIVE_BIG_ENDIAN = sys.byteorder == "big"
 _LANE_ONE = (1).to_bytes(8, "little")
 
 
+@dataclass(frozen=True)
+class _Lanes:
+    """FNV states packed into the 64-bit lanes of one big integer (see :func:`_fnv1_continue_lanes`)."""
+
+    packed: int
+    ones: int  # 1 in every lane
+    mask: int  # 0xFFFFFFFF in every lane
+    count: int
+
+
+def _pack_lanes(states: Sequence[int]) -> _Lanes:
+    count = len(states)
+    lanes = array("Q", states)
+    if _NATIVE_BIG_ENDIAN:
+        lanes.byteswap()
+    ones = int.from_bytes(_LANE_ONE * count, "little")
+    return _Lanes(int.from_bytes(lanes.tobytes(), "little"), ones, ones * _UINT32_MASK, count)
+
+
 def _fnv1_continue_lanes(states: Sequence[int], data: bytes) -> list[int]:
     """Feed the same ``data`` into many FNV-1 states at once, exactly.
 
@@ -114,63 +140,91 @@ def _fnv1_continue_lanes(states: Sequence[int], data: bytes) -> list[int]:
     pass over the workload key costs a few big-integer operations per byte
     instead of one Python-level step per byte *per cluster*.
     """
-    count = len(states)
-    lanes = array("Q", states)
-    if _NATIVE_BIG_ENDIAN:
-        lanes.byteswap()
-    packed = int.from_bytes(lanes.tobytes(), "little")
-    ones = int.from_bytes(_LANE_ONE * count, "little")
-    mask = ones * _UINT32_MASK
+    return _continue_lanes(_pack_lanes(states), data)
+
+
+def _continue_lanes(lanes: _Lanes, data: bytes) -> list[int]:
+    packed, ones, mask = lanes.packed, lanes.ones, lanes.mask
     for byte in data:
         packed = ((packed * _FNV32_PRIME) & mask) ^ (ones * byte)
-    lanes = array("Q", packed.to_bytes(count * 8, "little"))
+    unpacked = array("Q", packed.to_bytes(lanes.count * 8, "little"))
     if _NATIVE_BIG_ENDIAN:
-        lanes.byteswap()
-    return lanes.tolist()
+        unpacked.byteswap()
+    return unpacked.tolist()
 
 
-def _tiebreaks(clusters: Sequence[str], key: str) -> list[int]:
-    """``fnv1_32(cluster + key)`` for every cluster (upstream's byte order), in order."""
+@dataclass(frozen=True)
+class _Prefixes:
+    """Clusters' FNV states after their names, packed into lanes when that pays: once per cluster list."""
+
+    states: list[int]
+    lanes: _Lanes | None
+
+
+def _prefixes(clusters: Sequence[str]) -> _Prefixes:
     states = list(map(_PREFIX_STATES.get, clusters))
     if None in states:
         states = [_prefix_state(name) for name in clusters]
+    lanes = _pack_lanes(states) if len(states) >= _LANES_MIN_CLUSTERS and _LANES_AVAILABLE else None
+    return _Prefixes(states, lanes)
+
+
+def _tiebreaks(clusters: Sequence[str], key: str, prefixes: _Prefixes | None = None) -> list[int]:
+    """``fnv1_32(cluster + key)`` for every cluster (upstream's byte order), in order.
+
+    ``prefixes`` is :func:`_prefixes` of ``clusters`` when the caller kept it.
+    """
+    if prefixes is None:
+        prefixes = _prefixes(clusters)
     suffix = key.encode("utf-8")
     if not suffix:
-        return states
-    if len(states) >= _LANES_MIN_CLUSTERS and _LANES_AVAILABLE:
-        return _fnv1_continue_lanes(states, suffix)
-    return [_fnv1_continue(state, suffix) for state in states]
+        return list(prefixes.states)
+    if prefixes.lanes is not None:
+        return _continue_lanes(prefixes.lanes, suffix)
+    return [_fnv1_continue(state, suffix) for state in prefixes.states]
 
 
-def _rank_order(names: Sequence[str], weights: Sequence[int], tiebreaks: Sequence[int]) -> list[int]:
+def _rank_order(
+    names: Sequence[str], weights: Sequence[int], tiebreaks: Sequence[int], high: Sequence[float] | None = None
+) -> list[int]:
     """Indices ordered by decreasing weight, then increasing tie-break hash.
 
     The cluster name is a last resort only for a (practically impossible)
     32-bit hash collision, where upstream's order is itself unspecified.
     Names are unique, so the trailing index never decides anything.
+    ``high`` is :func:`_packed_weights` of ``weights`` when the caller has it.
     """
-    packed = _packed_sort_keys(weights, tiebreaks)
-    if packed is not None:
-        return sorted(range(len(packed)), key=packed.__getitem__)
+    if high is None:
+        high = _packed_weights(weights)
+    if high is not None:
+        packed = list(map(add, high, tiebreaks))
+        if len(set(packed)) == len(packed):
+            return sorted(range(len(packed)), key=packed.__getitem__)
     keyed = sorted(zip([-weight for weight in weights], tiebreaks, names, range(len(names))))
     return [entry[3] for entry in keyed]
 
 
-def _packed_sort_keys(weights: Sequence[int], tiebreaks: Sequence[int]) -> list[int] | None:
-    """(-weight, tiebreak) packed into one int per cluster, when that orders the same.
+def _packed_weights(weights: Sequence[int]) -> list[int] | list[float] | None:
+    """``(top - weight) * 2**32`` per cluster: plus the tie-break, one number that sorts like the pair.
 
-    Comparing one int is much cheaper than comparing tuples. It is exact for
-    integer weights (the tie-break is below 2**32, so it only decides among
-    equal weights); None, for the tuple sort, when a weight is not an int or
-    two clusters tie on both (then the name decides).
+    Comparing one number is much cheaper than comparing tuples. It is exact
+    for integer weights (the tie-break is below 2**32, so it only decides
+    among equal weights); None, for the tuple sort, when a weight is not an
+    int. Floats when every sum stays below 2**53 (exact, and Python sorts
+    floats faster than big ints). Two clusters tying on both are found by
+    the caller: then the name decides.
     """
     if not weights or set(map(type, weights)) != {int}:
         return None
     top = max(weights)
-    packed = list(map(or_, map(lshift, map(sub, repeat(top), weights), repeat(32)), tiebreaks))
-    if len(set(packed)) != len(packed):
-        return None
-    return packed
+    if top - min(weights) < _EXACT_FLOAT_WEIGHT_SPAN:
+        return list(map(mul, map(sub, repeat(top), weights), repeat(_TIEBREAK_SPAN_FLOAT)))
+    return list(map(lshift, map(sub, repeat(top), weights), repeat(32)))
+
+
+#: 2**32 as a float, and the weight span below which ``span * 2**32 + tie-break`` is an exact float.
+_TIEBREAK_SPAN_FLOAT = float(2**32)
+_EXACT_FLOAT_WEIGHT_SPAN = 2**20
 
 
 # --------------------------------------------------------------------------- weighted plan
@@ -390,28 +444,42 @@ def _current_plan(
 
 
 def _plan_changes(
-    changes: list[tuple[int, str, int | None]],
+    names: list[str],
+    amounts: list[int],
+    caps: list[int | None] | None,
     tiebreak_of: Mapping[str, int],
     count: int,
-) -> list[tuple[str, int]]:
-    """Split ``count`` over ``(weight, cluster, cap)`` rows like a plain weighted plan.
+) -> tuple[list[str], list[int]]:
+    """Split ``count`` over clusters weighted by ``amounts`` like a plain weighted plan: (clusters, shares).
 
     Used for the replicas to add (or remove) while avoiding migration: no
     minimums, no capacities, ranked by the same tie-break as the main plan.
+    ``caps`` None means no cluster has one.
     """
-    names = [name for _, name, _ in changes]
-    weights = [weight for weight, _, _ in changes]
-    order = _rank_order(names, weights, [tiebreak_of[name] for name in names])
-    ranked = [changes[i] for i in order]
-    names = [name for _, name, _ in ranked]
-    amounts, _, _ = _weighted_plan(
-        names, [weight for weight, _, _ in ranked], None, [cap for _, _, cap in ranked], None, None, count
+    ranked = _in_order(_rank_order(names, amounts, list(map(tiebreak_of.__getitem__, names))))
+    names = ranked(names)
+    shares, _, _ = _weighted_plan(
+        names, ranked(amounts), None, [None] * len(names) if caps is None else ranked(caps), None, None, count
     )
-    return list(zip(names, amounts))
+    return names, shares
+
+
+def _above(
+    larger: Mapping[str, int], smaller: Mapping[str, int], today: Mapping[str, int]
+) -> tuple[list[str], list[int], list[int]]:
+    """(clusters, today's replicas, ``larger - smaller``) where that difference is above 0.
+
+    All three plans hold the same clusters in the same (rank) order, so they
+    zip; the differences are taken at C speed, since usually most of
+    hundreds of clusters differ by nothing.
+    """
+    amounts = list(map(sub, larger.values(), smaller.values()))
+    keep = list(map(gt, amounts, repeat(0)))
+    return list(compress(larger, keep)), list(compress(today.values(), keep)), list(compress(amounts, keep))
 
 
 def _scale_up(
-    explicit: Mapping[str, ClusterPreference],
+    own_max: Mapping[str, int],
     current_plan: dict[str, int],
     desired: Mapping[str, int],
     count: int,
@@ -422,16 +490,15 @@ def _scale_up(
     Shares are weighted by how far each cluster is below its desired count,
     so nothing is stopped anywhere and the layout drifts toward the weights.
     The max comes from the cluster's own preference entry only (never the
-    wildcard), as upstream does; it can only bind when min > max. (Both
-    plans hold the same clusters in rank order, so they zip.)
+    wildcard), as upstream does; it can only bind when min > max.
     """
-    gaps: list[tuple[int, str, int | None]] = []
-    for cluster, wanted, have in zip(desired, desired.values(), current_plan.values()):
-        if wanted > have:
-            own_max = explicit[cluster].max_replicas if cluster in explicit else None
-            gaps.append((wanted - have, cluster, None if own_max is None else own_max - have))
-    for cluster, added in _plan_changes(gaps, tiebreak_of, count):
-        current_plan[cluster] = current_plan.get(cluster, 0) + added
+    names, today, gaps = _above(desired, current_plan, current_plan)
+    caps = None
+    if own_max:
+        ceilings = list(map(own_max.get, names))
+        caps = [None if ceiling is None else ceiling - have for ceiling, have in zip(ceilings, today)]
+    names, added = _plan_changes(names, gaps, caps, tiebreak_of, count)
+    current_plan.update(zip(names, map(add, map(current_plan.__getitem__, names), added)))
     return current_plan
 
 
@@ -446,12 +513,9 @@ def _scale_down(
     Removal is weighted by each cluster's excess, so nothing is started
     anywhere while shrinking.
     """
-    excess: list[tuple[int, str, int | None]] = []
-    for cluster, wanted, have in zip(desired, desired.values(), current_plan.values()):
-        if wanted < have:
-            excess.append((have - wanted, cluster, have))
-    for cluster, removed in _plan_changes(excess, tiebreak_of, count):
-        current_plan[cluster] = current_plan.get(cluster, 0) - removed
+    names, today, excess = _above(current_plan, desired, current_plan)
+    names, removed = _plan_changes(names, excess, today, tiebreak_of, count)
+    current_plan.update(zip(names, map(sub, map(current_plan.__getitem__, names), removed)))
     return current_plan
 
 
@@ -467,13 +531,8 @@ def _all_at_least_zero(values: Sequence[object] | list) -> bool:
     return not values or min(values) >= 0  # type: ignore[type-var,operator]
 
 
-def _quick_non_negative(
-    preferences: Mapping[str, ClusterPreference],
-    current: Mapping[str, int],
-    estimated_capacity: Mapping[str, int],
-    limited_capacity: Mapping[str, int],
-) -> bool:
-    """A C-speed pre-check: True means nothing is negative; False means "look closer"."""
+def _quick_non_negative_preferences(preferences: Mapping[str, ClusterPreference]) -> bool:
+    """A C-speed pre-check: True means no weight, min or max is negative; False means "look closer"."""
     try:
         prefs = list(preferences.values())
         ceilings = [value for value in map(_MAX_REPLICAS, prefs) if value is not None]
@@ -481,32 +540,85 @@ def _quick_non_negative(
             _all_at_least_zero(list(map(_WEIGHT, prefs)))
             and _all_at_least_zero(list(map(_MIN_REPLICAS, prefs)))
             and _all_at_least_zero(ceilings)
-            and all(_all_at_least_zero(list(m.values())) for m in (current, estimated_capacity, limited_capacity))
         )
     except (TypeError, AttributeError):
         return False
 
 
-def _check_non_negative(
-    preferences: Mapping[str, ClusterPreference],
+def _check_preferences(preferences: Mapping[str, ClusterPreference]) -> None:
+    """Reject negative preferences: the algorithm (like upstream's) is undefined for them."""
+    if _quick_non_negative_preferences(preferences):
+        return
+    for name, pref in preferences.items():
+        if pref.weight < 0 or pref.min_replicas < 0 or (pref.max_replicas is not None and pref.max_replicas < 0):
+            raise ValueError(f"preference for {name!r} has a negative value: {pref}")
+
+
+def _check_total(total: int) -> None:
+    if total < 0:
+        raise ValueError(f"total replicas must not be negative: {total}")
+
+
+def _check_counts(
     total: int,
     current: Mapping[str, int],
     estimated_capacity: Mapping[str, int],
     limited_capacity: Mapping[str, int],
 ) -> None:
-    """Reject negative inputs: the algorithm (like upstream's) is undefined for them."""
-    if total < 0:
-        raise ValueError(f"total replicas must not be negative: {total}")
-    if _quick_non_negative(preferences, current, estimated_capacity, limited_capacity):
-        return
-    for name, pref in preferences.items():
-        if pref.weight < 0 or pref.min_replicas < 0 or (pref.max_replicas is not None and pref.max_replicas < 0):
-            raise ValueError(f"preference for {name!r} has a negative value: {pref}")
-    for label, values in (("current", current), ("estimated_capacity", estimated_capacity),
-                          ("limited_capacity", limited_capacity)):
+    """Reject a negative total, replica count or capacity (the same reason)."""
+    _check_total(total)
+    counts = (("current", current), ("estimated_capacity", estimated_capacity), ("limited_capacity", limited_capacity))
+    try:
+        if all(_all_at_least_zero(list(values.values())) for _, values in counts):
+            return
+    except TypeError:
+        pass
+    for label, values in counts:
         for name, value in values.items():
             if value < 0:
                 raise ValueError(f"{label}[{name!r}] must not be negative: {value}")
+
+
+# --------------------------------------------------------------------------- resolved preferences
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Preferences resolved against the available clusters and checked, for any number of plans.
+
+    A fleet-wide reschedule plans thousands of workloads over the same chosen
+    clusters and preferences, differing only in replicas, where they run and
+    their key: resolving, checking and reading out every cluster's weight,
+    min and max is done here once (:func:`resolve`), not per workload.
+    All lists are in the clusters' given order (duplicates dropped).
+    """
+
+    names: list[str]
+    weights: list[int]
+    floors: list[int] | None  # None: every min is the int 0
+    ceilings: list[int | None] | None  # None: no max anywhere
+    high: list[int] | list[float] | None  # _packed_weights(weights)
+    prefixes: _Prefixes  # of names, for the tie-breaks
+    own_max: dict[str, int]  # the max of each cluster with its own entry and one (scale-up reads these)
+
+
+def resolve(preferences: Mapping[str, ClusterPreference], clusters: Sequence[str]) -> Resolved:
+    """Check ``preferences`` and resolve them for ``clusters`` (see :func:`plan`)."""
+    _check_preferences(preferences)
+    resolved = _resolve(preferences, clusters)
+    prefs = list(resolved.values())
+    weights = list(map(_WEIGHT, prefs))
+    floors = list(map(_MIN_REPLICAS, prefs))
+    ceilings = list(map(_MAX_REPLICAS, prefs))
+    return Resolved(
+        names=list(resolved),
+        weights=weights,
+        floors=None if _all_int_zeros(floors) else floors,
+        ceilings=None if ceilings.count(None) == len(ceilings) else ceilings,
+        high=_packed_weights(weights),
+        prefixes=_prefixes(list(resolved)),
+        own_max={name: pref.max_replicas for name, pref in preferences.items() if pref.max_replicas is not None},
+    )
 
 
 # --------------------------------------------------------------------------- plan
@@ -539,21 +651,35 @@ def plan(
     it, unschedulable replicas are always kept as overflow: otherwise the
     next reschedule would undo the move and loop forever.
     """
-    _check_non_negative(preferences, total, current, estimated_capacity, limited_capacity)
-    resolved = _resolve(preferences, clusters)
-    names = list(resolved)
-    tiebreaks = _tiebreaks(names, key)
-    order = _rank_order(names, list(map(_WEIGHT, resolved.values())), tiebreaks)
-    names = [names[i] for i in order]
-    prefs = list(map(resolved.__getitem__, names))
+    _check_total(total)
+    return plan_resolved(
+        resolve(preferences, clusters), total, current, estimated_capacity, limited_capacity,
+        key, avoid_migration, keep_unschedulable,
+    )
+
+
+def plan_resolved(
+    resolved: Resolved,
+    total: int,
+    current: Mapping[str, int],
+    estimated_capacity: Mapping[str, int],
+    limited_capacity: Mapping[str, int],
+    key: str = "",
+    avoid_migration: bool = False,
+    keep_unschedulable: bool = False,
+) -> tuple[dict[str, int], dict[str, int]]:
+    """:func:`plan` with preferences :func:`resolve`-d once for many workloads."""
+    _check_counts(total, current, estimated_capacity, limited_capacity)
+    tiebreaks = _tiebreaks(resolved.names, key, resolved.prefixes)
+    ranked = _in_order(_rank_order(resolved.names, resolved.weights, tiebreaks, resolved.high))
+    names = ranked(resolved.names)
     limits = list(map(limited_capacity.get, names)) if limited_capacity else None
     estimates = list(map(estimated_capacity.get, names)) if estimated_capacity else None
-    ceilings = list(map(_MAX_REPLICAS, prefs))
+    ceilings = [None] * len(names) if resolved.ceilings is None else ranked(resolved.ceilings)
     caps = ceilings if limits is None else list(map(_combined_cap, ceilings, limits))
+    floors = None if resolved.floors is None else ranked(resolved.floors)
 
-    replicas, overflow, unplaced = _weighted_plan(
-        names, list(map(_WEIGHT, prefs)), list(map(_MIN_REPLICAS, prefs)), caps, limits, estimates, total
-    )
+    replicas, overflow, unplaced = _weighted_plan(names, ranked(resolved.weights), floors, caps, limits, estimates, total)
     desired = dict(zip(names, replicas))
     if not avoid_migration or keep_unschedulable:
         kept = overflow
@@ -564,10 +690,18 @@ def plan(
 
     current_plan = _current_plan(names, current, estimated_capacity, limited_capacity)
     have = sum(current_plan.values())
-    want = sum(desired.values())
+    want = sum(replicas)
     if have == want:
         return current_plan, kept
-    tiebreak_of = dict(zip(resolved, tiebreaks))
+    tiebreak_of = dict(zip(resolved.names, tiebreaks))
     if have > want:
         return _scale_down(current_plan, desired, have - want, tiebreak_of), kept
-    return _scale_up(preferences, current_plan, desired, want - have, tiebreak_of), kept
+    return _scale_up(resolved.own_max, current_plan, desired, want - have, tiebreak_of), kept
+
+
+def _in_order(order: Sequence[int]) -> Callable[[Sequence[T]], list[T]]:
+    """A function that lists a sequence's items in ``order`` (at C speed: it runs on every per-cluster list)."""
+    if len(order) < 2:
+        return lambda values: [values[i] for i in order]
+    pick = itemgetter(*order)
+    return lambda values: list(pick(values))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from federation.planner import ClusterPreference, plan
+from federation.planner import ClusterPreference, Resolved, plan_resolved, resolve
 from federation.weights import GPU_RESOURCE, dynamic_weights
 from kube.taints import NO_SCHEDULE, find_untolerated_taint
 
@@ -75,6 +75,7 @@ class ReplicaInputs:
     preferences: dict[str, ClusterPreference]
     held: list[tuple[str, str, ClusterPreference]]
     rooms: dict[str, int]
+    resolved: Resolved  # the preferences resolved for the names, for every unit not held back
 
 
 def replica_inputs(ctx: Context, clusters: Sequence[ClusterInfo]) -> ReplicaInputs:
@@ -98,17 +99,18 @@ def replica_inputs(ctx: Context, clusters: Sequence[ClusterInfo]) -> ReplicaInpu
             room = _estimated_capacity(ctx, cluster, 0)
             if room is not None:
                 rooms[cluster.name] = room
-    return ReplicaInputs([c.name for c in clusters], weights, source, preferences, held, rooms)
+    names = [c.name for c in clusters]
+    return ReplicaInputs(names, weights, source, preferences, held, rooms, resolve(preferences, names))
 
 
 def plan_replicas(ctx: Context, inputs: ReplicaInputs) -> ReplicaPlan:
     """Apply today's replicas to the shared inputs (caps of held clusters, capacities) and plan."""
     total = ctx.desired
     current = {name: (total if replicas is None else replicas) for name, replicas in ctx.current.items()}
-    preferences = inputs.preferences
+    resolved = inputs.resolved
     capped: dict[str, str] = {}
     if inputs.held:
-        preferences = dict(preferences)
+        preferences = dict(inputs.preferences)
         for name, why, preference in inputs.held:
             have = current.get(name, 0)
             ceiling = preference.max_replicas
@@ -116,13 +118,14 @@ def plan_replicas(ctx: Context, inputs: ReplicaInputs) -> ReplicaPlan:
                 ceiling = have
             capped[name] = f"{why}: no new replicas, at most the {have} it runs"
             preferences[name] = ClusterPreference(preference.weight, preference.min_replicas, ceiling)
+        resolved = resolve(preferences, inputs.names)
     estimates = dict(inputs.rooms)
     for name, have in current.items():
         room = inputs.rooms.get(name)
         if room is not None:
             estimates[name] = have + room
-    planned, overflow = plan(
-        preferences, total, inputs.names, current, estimates, {},
+    planned, overflow = plan_resolved(
+        resolved, total, current, estimates, {},
         key=ctx.unit.key, avoid_migration=ctx.unit.avoid_migration,
     )
     return ReplicaPlan(planned, inputs.weights, inputs.source, estimates, overflow, capped)

@@ -94,6 +94,23 @@ def test_plan_over_large_fleets_equals_the_previous_implementation(data: st.Data
           reference.plan(*args, key=key, avoid_migration=avoid, keep_unschedulable=keep))
 
 
+@settings(max_examples=100, deadline=None)
+@given(inputs=_inputs(), runs=st.lists(st.tuples(st.integers(0, 400), st.dictionaries(st.sampled_from(NAMES),
+                                                                                    st.integers(0, 60)),
+                                                 st.text(max_size=40), st.booleans()), min_size=1, max_size=6))
+def test_preferences_resolved_once_plan_every_workload_alike(inputs: dict, runs: list) -> None:
+    """The batch scheduler resolves a policy's preferences once and plans many workloads with them."""
+    try:
+        resolved = planner.resolve(inputs["preferences"], inputs["clusters"])
+    except ValueError:
+        return
+    for total, current, key, avoid in runs:
+        args = (total, current, inputs["estimated_capacity"], inputs["limited_capacity"])
+        _same(planner.plan_resolved(resolved, *args, key=key, avoid_migration=avoid),
+              reference.plan(inputs["preferences"], total, inputs["clusters"], *args[1:], key=key,
+                             avoid_migration=avoid))
+
+
 @settings(max_examples=300, deadline=None)
 @given(names=st.lists(st.text(max_size=20), max_size=60), key=st.text(max_size=50))
 def test_tiebreaks_are_fnv1_of_cluster_then_key(names: list[str], key: str) -> None:
@@ -175,3 +192,6 @@ def test_rank_order_is_weight_then_tiebreak_then_name(rows: list[tuple[float, in
     ints = [int(weight * 2) for weight in weights]
     unique = [i * 7 + 1 for i in range(len(rows))]
     assert planner._rank_order(names, ints, unique) == sorted(range(len(rows)), key=lambda i: (-ints[i], unique[i]))
+    wide = [weight << 21 for weight in ints]  # a span of 2**20 or more: big-int keys instead of exact floats
+    assert planner._rank_order(names, wide, tiebreaks) == sorted(range(len(rows)),
+                                                                 key=lambda i: (-wide[i], tiebreaks[i], names[i]))
