@@ -9,20 +9,21 @@ A browser gets at most ``MESSAGES_PER_SECOND`` messages in any second: a rollout
 the same summary on the list's topic and on the target's own, the overview listens to five
 topics, and a thousand browsers each woken several times a second cost the web process and the
 browsers more than the events are worth. Events sent together (``core.events.send_many``: a
-tick's summaries) come as one layer message per topic, each saying which topics follow it
-(``then``); a browser subscribed to one of those waits for it (``COMPANION_WAIT_SECONDS`` at the
-most) and gets the burst as one message. Nothing else is held: an event goes out as it arrives
-unless the budget is spent, and then everything that arrived goes out together when it allows,
-in the order it came (each event keeps its topic's sequence number). Waiting a fixed moment for
-a burst to complete did not merge it: with 1,000 sockets the web process fans the first event
-out to all of them before it reads the second from Redis, and holding a message back in case
-more comes put most events behind it (``bench/bench_live.py``: p95 latency tripled).
+tick's summaries) come already encoded, and each topic's layer message also carries the tick's
+next topics' events: a browser gets every event of the tick it follows from the first of them
+that reaches it, as one websocket message, and skips the tick's later copies. Nothing else is
+held: an event goes out as it arrives unless the budget is spent, and then everything that
+arrived goes out together when it allows, in the order it came (each event keeps its topic's
+sequence number). Waiting for the tick's second topic instead (a companion wait of up to 250 ms)
+put every browser behind the web process's fan-out of both topics to all 1,000 sockets
+(``bench/bench_live.py``: p95 327 ms at 10,000 nodes); waiting a fixed moment for a burst to
+complete did not even merge it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+from collections import OrderedDict, deque
 
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
@@ -33,7 +34,8 @@ from core import events
 MAX_SUBSCRIPTIONS = 64
 CLOSE_UNAUTHENTICATED = 4401
 MESSAGES_PER_SECOND = 2
-COMPANION_WAIT_SECONDS = 0.25
+#: The ticks whose delivered topics a consumer remembers (a tick's copies arrive back to back).
+TICKS_REMEMBERED = 8
 
 
 class EventConsumer(AsyncJsonWebsocketConsumer):
@@ -43,7 +45,8 @@ class EventConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.topics: set[str] = set()
-        self._held: list[dict] = []
+        self._held: list[str] = []  # events, encoded
+        self._ticks: OrderedDict[str, set[str]] = OrderedDict()  # tick → topics already delivered from it
         self._flush: asyncio.TimerHandle | None = None
         self._sent: deque[float] = deque(maxlen=MESSAGES_PER_SECOND)  # when the last messages went
         await self.accept()
@@ -108,17 +111,12 @@ class EventConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "unsubscribed", "topic": topic})
 
     async def meridian_event(self, message) -> None:
-        self._held.extend(message.get("events") or [message["event"]])
-        companions = not self.topics.isdisjoint(message.get("then", ()))
+        if not self._take(message):
+            return
         loop = asyncio.get_running_loop()
         now = loop.time()
         recent = [t for t in self._sent if t > now - 1.0]
-        if len(recent) >= MESSAGES_PER_SECOND:  # spent: it frees a second after the oldest
-            at = recent[0] + 1.0
-        elif companions:
-            at = now + COMPANION_WAIT_SECONDS
-        else:
-            at = now
+        at = recent[0] + 1.0 if len(recent) >= MESSAGES_PER_SECOND else now  # spent: it frees a second after the oldest
         if self._flush is not None:
             if self._flush.when() <= at:
                 return
@@ -129,6 +127,18 @@ class EventConsumer(AsyncJsonWebsocketConsumer):
         else:
             self._flush = loop.call_at(at, self._send_later)
 
+    def _take(self, message) -> bool:
+        """Hold the message's events of the topics this browser follows and has not had from the tick."""
+        delivered = self._ticks.get(message["tick"])
+        if delivered is None:
+            delivered = self._ticks[message["tick"]] = set()
+            if len(self._ticks) > TICKS_REMEMBERED:
+                self._ticks.popitem(last=False)
+        taken = [(topic, text) for topic, text in message["events"] if topic in self.topics and topic not in delivered]
+        delivered.update(topic for topic, _ in taken)
+        self._held.extend(text for _, text in taken)
+        return bool(taken)
+
     def _send_later(self) -> None:
         self._flush = None
         self._sending = asyncio.ensure_future(self._send_held())  # referenced: the loop keeps only weak references
@@ -138,4 +148,4 @@ class EventConsumer(AsyncJsonWebsocketConsumer):
         if not held:
             return
         self._sent.append(asyncio.get_running_loop().time())
-        await self.send_json(held[0] if len(held) == 1 else {"type": "batch", "events": held})
+        await self.send(text_data=held[0] if len(held) == 1 else '{"type": "batch", "events": [' + ", ".join(held) + "]}")

@@ -8,9 +8,11 @@ gap in the numbers) knows to backfill over REST.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,8 +29,8 @@ logger = logging.getLogger(__name__)
 TOPIC_PATTERN = re.compile(r"^[a-z][a-z0-9]*(?:-[A-Za-z0-9_.]+)*$")
 MAX_TOPIC_LENGTH = 90
 SEQUENCE_KEY = "meridian:events:seq:{topic}"
-#: How many of the topics that follow a topic's events sent with others it names (``send_many``),
-#: bounded so a message stays small.
+#: How many of the topics that follow a topic in one ``send_many`` its message also carries the
+#: events of, bounded so a message stays small.
 FOLLOWING = 8
 
 #: A topic's object id → the object whose ``view`` permission the subscription needs (None: gone).
@@ -134,12 +136,14 @@ def send_many(items: Sequence[tuple[str, str, Mapping[str, Any]]]) -> list[int]:
     """``send_now`` for several events, handed to the channel layer together; returns their
     sequence numbers, in the order given.
 
-    A topic's events travel as one message (``events``, in order; ``event`` is the last, for a
-    consumer that reads one), and each message names the topics of the next ``FOLLOWING`` ones
-    (``then``; a browser subscribed to one of them waits for it): a tick's summaries — the
-    targets' on the list topic and each on its own — reach a browser as one websocket message
-    (``console.consumers``), and the web process fans out one message per topic, not one per
-    event. One event loop and Redis connection serve them all, where a call per event opened its own.
+    Each event is encoded to JSON here, once, not in each of a thousand sockets' consumers
+    (decoding and encoding it per socket was most of the web process's work in a tick). A
+    topic's message carries its own events and those of the next ``FOLLOWING`` topics, all
+    marked with the tick: a browser following several of them (a rollout's tick sends the
+    summary on the list's topic and on the target's own) gets them as one websocket message
+    from whichever group's message reaches it first, and skips the tick's later copies
+    (``console.consumers``), instead of waiting for the web process to fan out every topic.
+    One event loop and Redis connection serve them all, where a call per event opened its own.
     """
     if not items:
         return []
@@ -154,13 +158,18 @@ def send_many(items: Sequence[tuple[str, str, Mapping[str, Any]]]) -> list[int]:
         for offset, index in enumerate(indices):
             sequences[index] = int(last) - len(indices) + 1 + offset
     now = time.time()
+    encoded = {
+        topic: [[topic, json.dumps({"type": "event", "topic": topic, "event": items[i][1], "seq": sequences[i],
+                                    "time": now, "data": dict(items[i][2])})] for i in indices]
+        for topic, indices in by_topic.items()
+    }
     topics = list(by_topic)
-    messages = []
-    for position, (topic, indices) in enumerate(by_topic.items()):
-        batch = [{"type": "event", "topic": topic, "event": items[i][1], "seq": sequences[i], "time": now,
-                  "data": dict(items[i][2])} for i in indices]
-        messages.append((group_name(topic), {"type": "meridian.event", "event": batch[-1], "events": batch,
-                                             "then": sorted(topics[position + 1:position + 1 + FOLLOWING])}))
+    tick = uuid.uuid4().hex
+    messages = [
+        (group_name(topic), {"type": "meridian.event", "tick": tick,
+                             "events": [pair for each in topics[position:position + 1 + FOLLOWING] for pair in encoded[each]]})
+        for position, topic in enumerate(topics)
+    ]
 
     async def send_all() -> None:
         layer = get_channel_layer()
