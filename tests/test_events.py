@@ -130,7 +130,7 @@ async def test_a_browser_gets_at_most_two_messages_a_second_and_every_event(view
     for each event: 1,000 browsers got up to five messages a second each. Events closer than
     the spacing wait for it and go out together, each once, in order; the first of a burst
     waits only a moment."""
-    from console.consumers import MESSAGES_PER_SECOND
+    from console.consumers import BUDGET_WINDOW_SECONDS, MESSAGES_PER_SECOND
 
     communicator, connected = await connect(await sync_to_async(session_headers)(viewer))
     assert connected
@@ -155,7 +155,10 @@ async def test_a_browser_gets_at_most_two_messages_a_second_and_every_event(view
     assert [e["data"]["n"] for e in received] == list(range(12))
     assert [e["seq"] for e in received] == [ack["seq"] + 1 + i for i in range(12)]
     windows = [b - a for a, b in zip(arrivals, arrivals[MESSAGES_PER_SECOND:])]
-    assert len(arrivals) <= 5 and min(windows) >= 1.0 - 0.05, f"{len(arrivals)} messages at {arrivals}"
+    # a little over a second between a message and the next but one, so jitter on the way
+    # cannot put three into a browser's second (bench_live once counted three)
+    assert BUDGET_WINDOW_SECONDS > 1.0
+    assert len(arrivals) <= 5 and min(windows) >= BUDGET_WINDOW_SECONDS - 0.05, f"{len(arrivals)} messages at {arrivals}"
     assert arrivals[0] - sent_at[0] < 0.3, "the first event of a burst is not held for the spacing"
     assert await communicator.receive_nothing(timeout=1), "every event once"
     await communicator.disconnect()
