@@ -250,6 +250,14 @@ def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
     return max(found, MIN_FEASIBLE_NODES_TO_FIND)
 
 
+#: A memo forgets everything when more than 1/this of its nodes' worth of placements came since it looked.
+_FORGET_ALL_FROM = 8
+
+
+def _node_name(pod: Mapping[str, Any]) -> Any:
+    return (pod.get("spec") or {}).get("nodeName")
+
+
 def fit_error_message(num_all_nodes: int, statuses: Iterable[Status], absent: Status | None = None, absent_count: int = 0) -> str:
     """``FitError.Error()``: reasons counted over the rejected nodes, "<n> <reason>" sorted as strings."""
     counts: dict[str, int] = {}
@@ -350,10 +358,18 @@ class _LocalMemo:
 
     def forget(self, changed: list[int]) -> None:
         """Drop what it knew of the nodes pods went to since it last looked."""
-        for position in changed[self.seen:]:
-            k = self.where.get(position)
-            if k is not None:
-                self.scores[k] = _UNKNOWN
+        new = len(changed) - self.seen
+        if new == 0:
+            return
+        scores = self.scores
+        if new > len(scores) // _FORGET_ALL_FROM:
+            # a memo of another pod shape looks again after thousands of placements: knowing
+            # nothing is cheaper than finding them, and a scan computes its window again at once
+            self.scores = [_UNKNOWN] * len(scores)
+        else:
+            for k in map(self.where.get, changed[self.seen:]):
+                if k is not None:
+                    scores[k] = _UNKNOWN
         self.seen = len(changed)
 
 
@@ -487,6 +503,10 @@ class Scheduler:
         placements as ``schedule`` called for each in turn (the replicas must be what
         ``PodInfo.sibling`` requires: equal but for name and ``nodeName``).
 
+        A replica that finds no node binds and rotates nothing, so the next ones (with the same
+        ``nodeName``) get the same answer without a cycle: a full cluster refused every further
+        replica of a template with a scan of all its nodes each.
+
         While every plugin's outcomes survive the shape's own placements
         (``Plugin.survives_placement``) and the node-local cycle applies, the plan of the first
         replica is kept, and each next one costs a scan of the sampling window and an assume.
@@ -494,7 +514,11 @@ class Scheduler:
         placements: list[Placement] = []
         first: PodInfo | None = None
         plan: _LocalPlan | None = None
+        refused: tuple[Placement, Any] | None = None  # a replica that found no node, and its nodeName
         for pod in pods:
+            if refused is not None and refused[1] == _node_name(pod):
+                placements.append(refused[0])  # nothing changed since (a refusal binds nothing, rotates nothing)
+                continue
             info = PodInfo(pod) if first is None else first.sibling(pod)
             if first is None:
                 first = info
@@ -506,6 +530,8 @@ class Scheduler:
                     plan = None
             if placement.node is not None:
                 self._assume(info, placement.node, owned=info is not first)  # the first lends its values to the next
+            else:
+                refused = (placement, _node_name(pod))
             placements.append(placement)
         return placements
 
