@@ -23,6 +23,7 @@ complete did not even merge it.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import OrderedDict, deque
 
 from channels.consumer import get_handler_name
@@ -134,15 +135,25 @@ class EventConsumer(AsyncJsonWebsocketConsumer):
 
     def _take(self, message) -> bool:
         """Hold the message's events of the topics this browser follows and has not had from the tick."""
-        delivered = self._ticks.get(message["tick"])
-        if delivered is None:
-            delivered = self._ticks[message["tick"]] = set()
-            if len(self._ticks) > TICKS_REMEMBERED:
-                self._ticks.popitem(last=False)
-        taken = [(topic, text) for topic, text in message["events"] if topic in self.topics and topic not in delivered]
+        encoded = message.get("encoded")
+        if encoded is None:  # from a process of the previous release, during a rolling upgrade
+            encoded = [(event["topic"], json.dumps(event)) for event in message.get("events") or [message["event"]]]
+        delivered = self._delivered(message.get("tick"))
+        taken = [(topic, text) for topic, text in encoded if topic in self.topics and topic not in delivered]
         delivered.update(topic for topic, _ in taken)
         self._held.extend(text for _, text in taken)
         return bool(taken)
+
+    def _delivered(self, tick: str | None) -> set[str]:
+        """The topics already delivered from a tick (its later copies skip them)."""
+        if tick is None:
+            return set()
+        delivered = self._ticks.get(tick)
+        if delivered is None:
+            delivered = self._ticks[tick] = set()
+            if len(self._ticks) > TICKS_REMEMBERED:
+                self._ticks.popitem(last=False)
+        return delivered
 
     def _send_later(self) -> None:
         self._flush = None

@@ -167,7 +167,7 @@ def send_many(items: Sequence[tuple[str, str, Mapping[str, Any]]]) -> list[int]:
     tick = uuid.uuid4().hex
     messages = [
         (group_name(topic), {"type": "meridian.event", "tick": tick,
-                             "events": [pair for each in topics[position:position + 1 + FOLLOWING] for pair in encoded[each]]})
+                             "encoded": [pair for each in topics[position:position + 1 + FOLLOWING] for pair in encoded[each]]})
         for position, topic in enumerate(topics)
     ]
 
