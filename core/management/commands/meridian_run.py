@@ -20,6 +20,30 @@ from core.embedded_redis import EmbeddedRedis
 from core.supervisor import Program, Supervisor
 
 
+class _Terminated:
+    """SIGTERM while migrating or seeding (the supervisor handles signals only once it runs).
+
+    The handler raises ``SystemExit`` so the command ends through its ``finally``, which stops
+    the embedded Redis (Python's default ended the process at once and left the server running).
+    That exception is lost when the signal lands inside a ``__del__`` (Python prints and ignores
+    it; one CI run went on to migrate and supervise), so the command also checks between steps.
+    """
+
+    CODE = 128 + signal.SIGTERM
+
+    def __init__(self) -> None:
+        self.received = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.received = True
+        raise SystemExit(self.CODE)
+
+    def check(self) -> None:
+        """Exit now if a SIGTERM came and its exception was swallowed."""
+        if self.received:
+            raise SystemExit(self.CODE)
+
+
 class Command(BaseCommand):
     help = "Start Meridian (web, worker, beat; embedded Redis and SQLite unless configured otherwise)."
 
@@ -31,10 +55,8 @@ class Command(BaseCommand):
                             help="nodes in the demo fleet, when it is seeded (default 2,000)")
 
     def handle(self, *args, **options) -> None:
-        # A SIGTERM while migrating or seeding (the supervisor handles signals only once it runs)
-        # ends the command through the ``finally`` below, which stops the embedded Redis: Python's
-        # default ends the process at once and left the server running.
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+        stop = _Terminated()
+        signal.signal(signal.SIGTERM, stop)
         redis_server = None
         env = dict(os.environ)
         try:
@@ -44,14 +66,16 @@ class Command(BaseCommand):
                 self.stdout.write(f"embedded Redis on {redis_server.url}")
                 self.stdout.flush()
             call_command("migrate", interactive=False, verbosity=0)
+            stop.check()
             self.stdout.write("database migrated")
-            call_command("bootstrap_admin")
+            steps = [("bootstrap_admin", {})]
             if not options["no_seed"]:
-                call_command("seed_demo", if_empty=True, nodes=options["demo_nodes"])
-                call_command("seed_nodeconfig_demo", if_empty=True)
-                call_command("seed_quotas_demo", if_empty=True)
-                call_command("seed_federation_demo", if_empty=True)
-                call_command("seed_scheduling_demo", if_empty=True)
+                steps += [("seed_demo", {"if_empty": True, "nodes": options["demo_nodes"]}),
+                          *((name, {"if_empty": True}) for name in ("seed_nodeconfig_demo", "seed_quotas_demo",
+                                                                    "seed_federation_demo", "seed_scheduling_demo"))]
+            for name, kwargs in steps:
+                call_command(name, **kwargs)
+                stop.check()
             self.stdout.write(self.style.SUCCESS(f"Meridian: http://{options['host']}:{options['port']}/  (Ctrl-C stops)"))
             sys.stdout.flush()
             code = self._supervise(env, options["host"], options["port"])
