@@ -305,8 +305,8 @@ class ClusterScheduler:
         for name in list(self.live.node_extra):
             if name not in extras:
                 self.live.set_node_extra(name, None)
-        for name, annotations in extras.items():
-            self.live.set_node_extra(name, annotations)
+        for name, extra in extras.items():
+            self.live.set_node_extra(name, extra)
         self._cpu_ready = set(extras)
         self._metrics_serial = -1
         self.live.queue.cluster_changed(now)
@@ -419,8 +419,8 @@ class ClusterScheduler:
         now = time.monotonic()
         while self.outcomes:
             outcome = self.outcomes.popleft()
-            for name, annotations in (outcome.extras or {}).items():
-                self.live.set_node_extra(name, annotations)
+            for name, extra in (outcome.extras or {}).items():
+                self.live.set_node_extra(name, extra)
             attempt = outcome.attempt
             if attempt is None:
                 continue

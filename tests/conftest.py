@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 
 from core.models import APIToken
 from core.roles import ADMIN, OPERATOR, VIEWER
+from tests.oidc_provider import oidc_provider, oidc_users  # noqa: F401  (fixtures for every test module)
 from tests.workers import purge_queues
 
 PASSWORD = "correct-horse-battery-staple"

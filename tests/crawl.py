@@ -9,7 +9,6 @@ downloads, sign-out) are not followed.
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field

@@ -31,15 +31,12 @@ from core import oidc
 from core.models import Identity, ObjectChange, RoleBinding
 from core.roles import user_role
 from fleet.models import Cluster
-from tests.oidc_provider import (  # noqa: F401  (fixtures)
-    AUDIENCE,
+from tests.oidc_provider import (
     OTHER_AUDIENCE,
     PASSWORD,
     SHORT_LIVED,
     OIDCProvider,
     configure_meridian,
-    oidc_provider,
-    oidc_users,
     signing_key,
 )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from core import oidc
-from tests.oidc_provider import PASSWORD, OIDCProvider, configure_meridian, oidc_users  # noqa: F401  (fixture)
+from tests.oidc_provider import PASSWORD, OIDCProvider, configure_meridian
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
