@@ -250,10 +250,6 @@ def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
     return max(found, MIN_FEASIBLE_NODES_TO_FIND)
 
 
-#: A memo forgets everything when more than 1/this of its nodes' worth of placements came since it looked.
-_FORGET_ALL_FROM = 8
-
-
 def _node_name(pod: Mapping[str, Any]) -> Any:
     return (pod.get("spec") or {}).get("nodeName")
 
@@ -335,42 +331,54 @@ class _LocalPlan:
 
 class _LocalMemo:
     """One pod shape's node-local verdicts and scores over one static pre-pass's positions:
-    ``scores[k]`` for node ``passing.positions[k]`` is its weighted score sum, ``_INFEASIBLE``
-    when a check refuses it, ``_UNKNOWN`` until a scan reaches it or after a pod went there."""
+    ``scores[k]`` (a numpy array) for node ``passing.positions[k]`` is its weighted score sum,
+    ``_INFEASIBLE`` when a check refuses it, ``_UNKNOWN`` until a scan reaches it or after a pod
+    went there. Arrays, because a fleet has hundreds of pod shapes: a shape's memo comes back
+    after hundreds of placements elsewhere, and forgetting those nodes, finding a window's
+    unknown values and its best are then a few array operations, not loops over the window."""
 
-    __slots__ = ("epoch", "passing", "scores", "seen", "where", "_at")
+    __slots__ = ("epoch", "index", "passing", "scores", "seen")
 
-    def __init__(self, passing: _StaticPass, cluster: ClusterState) -> None:
-        self.passing = passing
-        self.scores = [_UNKNOWN] * len(passing.positions)
-        self.where = {position: k for k, position in enumerate(passing.positions)}
+    def __init__(self, index: _PassIndex, cluster: ClusterState) -> None:
+        import numpy as np
+
+        self.index = index
+        self.passing = index.passing
+        self.scores = np.full(len(index.at), _UNKNOWN, dtype=np.int64)
         self.seen = len(cluster.changes)
         self.epoch = cluster.change_epoch
-        self._at: Any = None
-
-    def at(self) -> Any:
-        """The positions as a numpy array (for ``_LocalPlan.vector``), made on first use."""
-        if self._at is None:
-            import numpy as np
-
-            self._at = np.array(self.passing.positions, dtype=np.intp)
-        return self._at
 
     def forget(self, changed: list[int]) -> None:
         """Drop what it knew of the nodes pods went to since it last looked."""
-        new = len(changed) - self.seen
-        if new == 0:
-            return
-        scores = self.scores
-        if new > len(scores) // _FORGET_ALL_FROM:
-            # a memo of another pod shape looks again after thousands of placements: knowing
-            # nothing is cheaper than finding them, and a scan computes its window again at once
-            self.scores = [_UNKNOWN] * len(scores)
-        else:
-            for k in map(self.where.get, changed[self.seen:]):
-                if k is not None:
-                    scores[k] = _UNKNOWN
+        new = changed[self.seen:]
         self.seen = len(changed)
+        if not new:
+            return
+        import numpy as np
+
+        where = self.index.where
+        nodes = np.fromiter(new, dtype=np.intp, count=len(new))
+        ks = where[nodes[nodes < len(where)]]
+        self.scores[ks[ks >= 0]] = _UNKNOWN
+
+
+@dataclass(frozen=True, slots=True)
+class _PassIndex:
+    """A static pre-pass's positions as arrays, shared by every pod shape's memo over it:
+    ``at[k]`` is ``passing.positions[k]``, ``where[node index]`` is ``k`` (-1: not passing)."""
+
+    passing: _StaticPass
+    at: Any
+    where: Any
+
+    @classmethod
+    def of(cls, passing: _StaticPass) -> _PassIndex:
+        import numpy as np
+
+        at = np.array(passing.positions, dtype=np.intp)
+        where = np.full(int(at.max()) + 1 if len(at) else 0, -1, dtype=np.intp)
+        where[at] = np.arange(len(at), dtype=np.intp)
+        return cls(passing, at, where)
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,6 +409,7 @@ class Scheduler:
         self.next_start = 0
         self._static_cache: dict[tuple[Any, ...], _StaticPass] = {}
         self._local_memo: dict[tuple[Any, ...], _LocalMemo] = {}
+        self._pass_index: dict[int, _PassIndex] = {}
         self._plans: dict[object, dict[tuple[str, int], Any]] = {}  # PodInfo.shape -> pod-only outcomes
 
     @classmethod
@@ -604,7 +613,10 @@ class Scheduler:
         nodes, checks = pre.nodes, pre.checks
         memo = self._local_memo.get((info.resource_key, id(passing)))
         if memo is None or memo.passing is not passing or memo.epoch != self.cluster.change_epoch:
-            memo = self._local_memo[(info.resource_key, id(passing))] = _LocalMemo(passing, self.cluster)
+            index = self._pass_index.get(id(passing))
+            if index is None or index.passing is not passing:
+                index = self._pass_index[id(passing)] = _PassIndex.of(passing)
+            memo = self._local_memo[(info.resource_key, id(passing))] = _LocalMemo(index, self.cluster)
 
         fused = fused_value(checks[0], local, _INFEASIBLE) if len(checks) == 1 and len(local) == 2 else None
         if fused is not None:  # the default policy's shape, inlined
@@ -630,22 +642,24 @@ class Scheduler:
 
     def _local_scan(self, plan: _LocalPlan) -> Placement | None:
         """One pod's filter and score over the plan's kept values (see ``_local_plan``)."""
+        import numpy as np
+
         memo, value, nodes, want = plan.memo, plan.value, plan.nodes, plan.want
         memo.forget(self.cluster.changes)
-        arr = memo.scores
+        scores, at_all = memo.scores, memo.index.at
         positions = memo.passing.positions
         n = len(nodes)
 
         columns = self.cluster.columns() if plan.vector is not None else None  # None once a quantity outgrew them
         vector = plan.vector if columns is not None else None
 
-        def resolve(lo: int, hi: int, unknown: int) -> None:
-            if vector is not None and unknown >= _VECTOR_FROM:
-                arr[lo:hi] = vector(columns, memo.at()[lo:hi]).tolist()  # known values come out the same
-                return
-            for k in range(lo, hi):
-                if arr[k] == _UNKNOWN:
-                    arr[k] = value(nodes[positions[k]])
+        def resolve(lo: int, window: Any) -> None:
+            unknown = np.flatnonzero(window == _UNKNOWN)
+            if vector is not None and len(unknown) >= _VECTOR_FROM:
+                window[unknown] = vector(columns, at_all[lo + unknown])  # the same values as ``value``'s
+            else:
+                for k in unknown.tolist():
+                    window[k] = value(nodes[positions[lo + k]])
 
         start = self.next_start % n
         at = bisect_left(positions, start)
@@ -654,16 +668,13 @@ class Scheduler:
             k = lo
             while k < hi and found < want:
                 end = min(hi, k + want - found)
-                window = arr[k:end]
-                unknown = window.count(_UNKNOWN)
-                if unknown:
-                    resolve(k, end, unknown)
-                    window = arr[k:end]
-                feasible = len(window) - window.count(_INFEASIBLE)
+                window = scores[k:end]  # a view: resolving writes into the memo
+                resolve(k, window)
+                feasible = int(np.count_nonzero(window >= 0))
                 if feasible:
-                    top = max(window)
-                    if top > best_score:
-                        best_score, best = top, positions[k + window.index(top)]
+                    i = int(window.argmax())  # the first best, as the per-node scan's tie-break
+                    if window[i] > best_score:
+                        best_score, best = int(window[i]), positions[k + i]
                     found += feasible
                     if found == want:  # the window held only feasible nodes: its last is the want-th
                         last = positions[end - 1]

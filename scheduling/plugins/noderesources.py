@@ -367,19 +367,39 @@ def _fused_vector(cpu: int, mem: int, least: tuple[int, int, int, int], balanced
             fits &= cpu <= ac - req_c
         if mem > 0:
             fits &= mem <= am - req_m
-        has_c, has_m = ac != 0, am != 0
-        div_c, div_m = np.where(has_c, ac, 1), np.where(has_m, am, 1)
-        rc, rm = nz_c + lc, nz_m + lm
-        total = np.where(has_c & (rc <= ac), (ac - rc) * MAX_NODE_SCORE // div_c * wc, 0)
-        total += np.where(has_m & (rm <= am), (am - rm) * MAX_NODE_SCORE // div_m * wm, 0)
-        weight = (wc + wm) - np.where(has_c, 0, wc) - np.where(has_m, 0, wm)
-        least_score = np.where(weight != 0, total // np.where(weight != 0, weight, 1), 0)
-        fc = np.minimum((req_c + bc).astype(np.float64) / div_c.astype(np.float64), 1.0)
-        fm = np.minimum((req_m + bm).astype(np.float64) / div_m.astype(np.float64), 1.0)
-        balanced_score = np.where(has_c & has_m, ((1 - np.abs((fc - fm) / 2)) * 100.0).astype(np.int64), MAX_NODE_SCORE)
-        return np.where(fits, w_least * least_score + w_balanced * balanced_score, infeasible)
+        if ac.all() and am.all():  # every node has both: fewer operations, the same values
+            least_score = _least_part(ac, nz_c + lc, wc) + _least_part(am, nz_m + lm, wm)
+            least_score = least_score // (wc + wm) if wc + wm else least_score * 0
+            fc = np.minimum((req_c + bc) / ac, 1.0)  # int64 / int64: both as doubles, then divided
+            fm = np.minimum((req_m + bm) / am, 1.0)
+            balanced_score = ((1 - np.abs((fc - fm) / 2)) * 100.0).astype(np.int64)
+        else:
+            has_c, has_m = ac != 0, am != 0
+            div_c, div_m = np.where(has_c, ac, 1), np.where(has_m, am, 1)
+            rc, rm = nz_c + lc, nz_m + lm
+            total = np.where(has_c & (rc <= ac), (ac - rc) * MAX_NODE_SCORE // div_c * wc, 0)
+            total += np.where(has_m & (rm <= am), (am - rm) * MAX_NODE_SCORE // div_m * wm, 0)
+            weight = (wc + wm) - np.where(has_c, 0, wc) - np.where(has_m, 0, wm)
+            least_score = np.where(weight != 0, total // np.where(weight != 0, weight, 1), 0)
+            fc = np.minimum((req_c + bc).astype(np.float64) / div_c.astype(np.float64), 1.0)
+            fm = np.minimum((req_m + bm).astype(np.float64) / div_m.astype(np.float64), 1.0)
+            balanced_score = np.where(has_c & has_m, ((1 - np.abs((fc - fm) / 2)) * 100.0).astype(np.int64), MAX_NODE_SCORE)
+        if w_least != 1:
+            least_score = least_score * w_least
+        if w_balanced != 1:
+            balanced_score = balanced_score * w_balanced
+        return np.where(fits, least_score + balanced_score, infeasible)
 
     return vector
+
+
+def _least_part(alloc: Any, requested: Any, weight: int) -> Any:
+    """One resource's ``(alloc - requested) * 100 // alloc * weight``, 0 where the request
+    exceeds it (numpy arrays; ``alloc`` nowhere 0)."""
+    import numpy as np
+
+    part = np.maximum(alloc - requested, 0) * MAX_NODE_SCORE // alloc
+    return part if weight == 1 else part * weight
 
 
 def balanced_score(requested: Sequence[int], allocatable: Sequence[int]) -> int:

@@ -471,7 +471,7 @@ def test_the_vectorised_window_equals_the_per_node_value(nodes: list[tuple[str, 
     if columns is None:  # placed pods summed past 2**55 on some node
         assert not all(NodeColumns.representable(NodeColumns.row(n)) for n in scheduler.cluster.nodes)
         return
-    assert plan.vector(columns, plan.memo.at()).tolist() == expected
+    assert plan.vector(columns, plan.memo.index.at).tolist() == expected
 
 
 def test_quantities_beyond_64_bits_keep_the_per_node_path() -> None:
