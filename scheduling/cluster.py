@@ -704,6 +704,8 @@ class ClusterState:
         self.changes: list[int] = []
         self.change_epoch = 0
         self._columns: NodeColumns | None | bool = False  # False: not built yet; None: not representable
+        self._change_array: Any = None  # ``changes`` as numpy, converted as it grows (``changed_since``)
+        self._converted = 0
 
     def columns(self) -> NodeColumns | None:
         """The nodes' cpu/memory numbers as arrays (built on first use, then kept current by
@@ -763,6 +765,24 @@ class ClusterState:
         """Forget the change list (every per-node cache built on it starts over)."""
         self.changes = []
         self.change_epoch += 1
+        self._converted = 0
+
+    def changed_since(self, seen: int) -> Any:
+        """``changes[seen:]`` as a numpy array: each entry is converted once, however many of
+        the engine's per-shape memos read it."""
+        import numpy as np
+
+        count = len(self.changes)
+        if count > self._converted:
+            array = self._change_array
+            if array is None or len(array) < count:
+                grown = np.empty(max(count, 2 * (0 if array is None else len(array)), 1024), dtype=np.intp)
+                if array is not None:
+                    grown[:self._converted] = array[:self._converted]
+                self._change_array = array = grown
+            array[self._converted:count] = self.changes[self._converted:count]
+            self._converted = count
+        return self._change_array[seen:count] if count > seen else np.empty(0, dtype=np.intp)
 
     def _columns_follow(self, node: NodeInfo) -> None:
         if self._columns:

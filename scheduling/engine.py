@@ -348,16 +348,13 @@ class _LocalMemo:
         self.seen = len(cluster.changes)
         self.epoch = cluster.change_epoch
 
-    def forget(self, changed: list[int]) -> None:
+    def forget(self, cluster: ClusterState) -> None:
         """Drop what it knew of the nodes pods went to since it last looked."""
-        new = changed[self.seen:]
-        self.seen = len(changed)
-        if not new:
+        if len(cluster.changes) == self.seen:
             return
-        import numpy as np
-
+        nodes = cluster.changed_since(self.seen)
+        self.seen = len(cluster.changes)
         where = self.index.where
-        nodes = np.fromiter(new, dtype=np.intp, count=len(new))
         ks = where[nodes[nodes < len(where)]]
         self.scores[ks[ks >= 0]] = _UNKNOWN
 
@@ -645,7 +642,7 @@ class Scheduler:
         import numpy as np
 
         memo, value, nodes, want = plan.memo, plan.value, plan.nodes, plan.want
-        memo.forget(self.cluster.changes)
+        memo.forget(self.cluster)
         scores, at_all = memo.scores, memo.index.at
         positions = memo.passing.positions
         n = len(nodes)
