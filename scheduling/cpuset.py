@@ -4,27 +4,5 @@ import it from. The allocator lives in :mod:`scheduling.cpu.cpuset`, with the re
 co-location; this module only re-exports its public names. Meridian's own code imports
 ``scheduling.cpu.cpuset``."""
 
-from scheduling.cpu.cpuset import (  # noqa: F401  (re-exported)
-    BIND_ALL_CPUS,
-    IO_QUEUES_ANNOTATION,
-    SAME_CORE_FIRST,
-    SPREAD,
-    STRATEGIES,
-    TOPOLOGY_ANNOTATION,
-    AllocationError,
-    CPUSetFormatError,
-    CPUTopology,
-    Decision,
-    IOQueueDistribution,
-    Placement,
-    TopologyError,
-    accept_io_queue_update,
-    accept_topology_update,
-    allocate,
-    format_cpuset,
-    generate_topology,
-    parse_cpuset,
-    plan_allocation,
-    reserve_cpus,
-    __all__,
-)
+from scheduling.cpu.cpuset import *  # noqa: F403  (the re-export, whatever it holds)
+from scheduling.cpu.cpuset import __all__  # noqa: F401
