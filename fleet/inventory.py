@@ -15,7 +15,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from kube.hashing import object_digest
+from kube.hashing import facts_digest
 from kube.quantity import Quantity, QuantityError, parse_quantity
 from kube.resources import PodSpecError, ResourceList, UnsupportedWorkloadError, pod_limits, pod_requests, workload_pod_template, workload_replicas
 
@@ -63,7 +63,7 @@ class NodeFacts:
         if last is not None and last[0] == data:
             data["content_hash"] = last[1]
         else:
-            digest = object_digest(data)
+            digest = facts_digest(data)
             if base is not None:
                 base.__dict__["_last_row"] = (dict(data), digest)
             data["content_hash"] = digest
@@ -97,7 +97,7 @@ class WorkloadFacts:
 
     def row(self) -> dict[str, Any]:
         data = _shallow(self)
-        data["content_hash"] = object_digest(data)
+        data["content_hash"] = facts_digest(data)
         return data
 
 
@@ -129,7 +129,7 @@ class PodFacts:
         data = _shallow(self)
         digest = self.__dict__.get("_digest")
         if digest is None:
-            digest = self.__dict__["_digest"] = object_digest(data)
+            digest = self.__dict__["_digest"] = facts_digest(data)
         data["content_hash"] = digest
         return data
 

@@ -10,6 +10,8 @@ import hashlib
 import json
 from typing import Any
 
+import orjson
+
 _FNV32_OFFSET = 0x811C9DC5
 _FNV32_PRIME = 0x01000193
 
@@ -42,3 +44,16 @@ def shard_of(key: str | bytes, shard_count: int) -> int:
 def object_digest(obj: Any) -> str:
     """SHA-256 hex digest of an object's canonical JSON, for cheap change detection."""
     return hashlib.sha256(canonical_json(obj)).hexdigest()
+
+
+def facts_digest(obj: Any) -> str:
+    """:func:`object_digest` of JSON without floats (strings, integers, booleans, None, lists,
+    dicts with string keys: the inventory's facts, a million rows a fleet sync), written by
+    orjson: for those the same bytes as ``canonical_json``, several times faster. orjson writes
+    a float otherwise (``1e16``, not ``1e+16``), so what may hold one uses ``object_digest``;
+    what orjson refuses (a key not a string, an integer beyond 64 bits) falls back to it."""
+    try:
+        text = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # orjson.JSONEncodeError
+        return object_digest(obj)
+    return hashlib.sha256(text).hexdigest()
