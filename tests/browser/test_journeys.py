@@ -121,9 +121,11 @@ def test_journey_1_switch_off_colocation_on_a_demo_cluster(demo, page, asgi_serv
     acknowledged_on(page, panel, len(first) + len(rest), 3)
     assert progress(target)["failed"] == 3
 
-    # A handful failed, with node names and agent errors, on the overview itself.
+    # A handful failed, with node names and agent errors, on the overview itself (the section is
+    # fetched again after each agent's report: wait for the fetch after the last one).
     failures = page.locator("#attention-downgrades .attention-failures")
-    failures.wait_for(timeout=15000)
+    for node in failing:
+        failures.locator("li", has_text=node).wait_for(timeout=15000)
     text = failures.inner_text()
     assert all(node in text for node in failing) and AGENT_ERROR in text
     assert failures.locator("a", has_text=failing[0]).get_attribute("href") == f"/nodeconfig/nodes/{cluster}/{failing[0]}/"
