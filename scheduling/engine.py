@@ -337,13 +337,12 @@ class _LocalMemo:
     after hundreds of placements elsewhere, and forgetting those nodes, finding a window's
     unknown values and its best are then a few array operations, not loops over the window."""
 
-    __slots__ = ("epoch", "index", "passing", "scores", "seen")
+    __slots__ = ("epoch", "index", "scores", "seen")
 
     def __init__(self, index: _PassIndex, cluster: ClusterState) -> None:
         import numpy as np
 
         self.index = index
-        self.passing = index.passing
         self.scores = np.full(len(index.at), _UNKNOWN, dtype=np.int64)
         self.seen = len(cluster.changes)
         self.epoch = cluster.change_epoch
@@ -609,7 +608,7 @@ class Scheduler:
                 return None
         nodes, checks = pre.nodes, pre.checks
         memo = self._local_memo.get((info.resource_key, id(passing)))
-        if memo is None or memo.passing is not passing or memo.epoch != self.cluster.change_epoch:
+        if memo is None or memo.index.passing is not passing or memo.epoch != self.cluster.change_epoch:
             index = self._pass_index.get(id(passing))
             if index is None or index.passing is not passing:
                 index = self._pass_index[id(passing)] = _PassIndex.of(passing)
@@ -644,7 +643,7 @@ class Scheduler:
         memo, value, nodes, want = plan.memo, plan.value, plan.nodes, plan.want
         memo.forget(self.cluster)
         scores, at_all = memo.scores, memo.index.at
-        positions = memo.passing.positions
+        positions = memo.index.passing.positions
         n = len(nodes)
 
         columns = self.cluster.columns() if plan.vector is not None else None  # None once a quantity outgrew them

@@ -466,7 +466,7 @@ def test_the_vectorised_window_equals_the_per_node_value(nodes: list[tuple[str, 
     plan = scheduler._local_plan(info, pre) if not isinstance(pre, str) else None
     if plan is None or plan.vector is None:
         return  # no fused path for this pod (e.g. nothing requested): nothing vectorised either
-    expected = [plan.value(plan.nodes[p]) for p in plan.memo.passing.positions]
+    expected = [plan.value(plan.nodes[p]) for p in plan.memo.index.passing.positions]
     columns = scheduler.cluster.columns()
     if columns is None:  # placed pods summed past 2**55 on some node
         assert not all(NodeColumns.representable(NodeColumns.row(n)) for n in scheduler.cluster.nodes)

@@ -20,6 +20,10 @@ from core.embedded_redis import EmbeddedRedis
 from core.supervisor import Program, Supervisor
 
 
+#: The area demos ``make run`` seeds after the fleet (each only into an empty inventory).
+SEED_DEMOS = ("seed_nodeconfig_demo", "seed_quotas_demo", "seed_federation_demo", "seed_scheduling_demo")
+
+
 class _Terminated:
     """SIGTERM while migrating or seeding (the supervisor handles signals only once it runs).
 
@@ -68,11 +72,10 @@ class Command(BaseCommand):
             call_command("migrate", interactive=False, verbosity=0)
             stop.check()
             self.stdout.write("database migrated")
-            steps = [("bootstrap_admin", {})]
+            steps: list[tuple[str, dict]] = [("bootstrap_admin", {})]
             if not options["no_seed"]:
-                steps += [("seed_demo", {"if_empty": True, "nodes": options["demo_nodes"]}),
-                          *((name, {"if_empty": True}) for name in ("seed_nodeconfig_demo", "seed_quotas_demo",
-                                                                    "seed_federation_demo", "seed_scheduling_demo"))]
+                steps.append(("seed_demo", {"if_empty": True, "nodes": options["demo_nodes"]}))
+                steps += [(name, {"if_empty": True}) for name in SEED_DEMOS]
             for name, kwargs in steps:
                 call_command(name, **kwargs)
                 stop.check()
