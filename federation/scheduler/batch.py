@@ -569,7 +569,7 @@ class ClusterSnapshot:
             if explain:
                 explain_result(result)
             return
-        result.scores = dict(zip(phases.scores, map(dict.copy, phases.scores.values())))
+        result.share_scores(phases.scores)
         result.total_scores = dict(phases.totals)
         if explain:
             explain_scores(result, prof)

@@ -197,6 +197,27 @@ class ScheduleResult:
     error: str | None = None
     explanation: list[str] = field(default_factory=list)
 
+    def share_scores(self, scores: dict[str, dict[str, int]]) -> None:
+        """Take ``scores`` as this result's, copied only when ``scores`` is first read.
+
+        A batch reschedule reads where units go, not why: copying hundreds of
+        cached per-cluster score dicts into every result was a tenth of its
+        time. Until read, ``scores`` is absent from the instance and
+        :meth:`__getattr__` makes the copies then (equality, ``repr`` and
+        :meth:`to_dict` read it like any field).
+        """
+        self.__dict__.pop("scores", None)
+        self.__dict__["_shared_scores"] = scores
+
+    def __getattr__(self, name: str) -> Any:
+        """Only for ``scores`` shared by :meth:`share_scores` and not yet read: fresh copies of them."""
+        shared = self.__dict__.get("_shared_scores") if name == "scores" else None
+        if shared is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        del self.__dict__["_shared_scores"]
+        self.scores = dict(zip(shared, map(dict.copy, shared.values())))
+        return self.scores
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form for the API (dict order is kept)."""
         return {

@@ -38,7 +38,6 @@ from federation.scheduler import (
 )
 from federation.weights import GPU_RESOURCE
 
-
 GiB = 2**30
 NAMES = [f"m{i}" for i in range(9)]
 TAINTS = [
@@ -294,6 +293,24 @@ def test_results_share_no_mutable_state() -> None:
     first.total_scores.clear()
     first.estimated_capacity.clear()
     assert snapshot.schedule(unit).to_dict() == schedule(unit, clusters).to_dict()
+
+
+def test_a_batch_result_copies_its_scores_only_when_they_are_read() -> None:
+    """Results share the snapshot's cached scores until read; then each has its own, equal to schedule()'s."""
+    clusters = _fleet()
+    unit = SchedulingUnit("w", desired_replicas=9, resource_request={"cpu": 100})
+    snapshot = ClusterSnapshot(clusters, explain=False)
+    unread, first, second = (snapshot.schedule(unit) for _ in range(3))
+    assert "scores" not in vars(unread)  # nothing copied for a result whose scores nobody reads
+    want = schedule(unit, clusters)
+    want.explanation.clear()
+    assert first == want  # the dataclass's equality reads the field like any other
+    assert "scores" in vars(first) and "_shared_scores" not in vars(first)
+    for scores in first.scores.values():
+        scores["scribbled"] = 1
+    first.scores.clear()
+    assert second.scores == want.scores and unread == want
+    assert copy.deepcopy(second) == want and snapshot.schedule(unit) == want
 
 
 def test_profile_names_and_unknown_profiles_behave_like_schedule() -> None:
