@@ -7,12 +7,26 @@ from typing import Any
 
 import pytest
 
+from federation.models import PropagationPolicy
+from federation.scheduler import ClusterInfo, ClusterSnapshot, SchedulingUnit, schedule
 from fleet.models import Cluster
 from fleet.services import connector_for
 from fleet.simstore import config_for
 from fleet.simulator import demo_fleet
 from fleet.sync import sync_cluster
-from federation.models import PropagationPolicy
+
+
+def assert_plain_path_like_schedule(unit: SchedulingUnit, clusters: list[ClusterInfo]) -> dict[str, int]:
+    """A snapshot schedules ``unit`` as :func:`schedule` does, result or exception; returns its stats."""
+    snapshot = ClusterSnapshot(clusters)
+    try:
+        want: Any = schedule(unit, clusters).to_dict()
+    except Exception as exc:  # noqa: BLE001 - whatever schedule() does, the snapshot must do
+        with pytest.raises(type(exc)):
+            snapshot.schedule(unit)
+    else:
+        assert snapshot.schedule(unit).to_dict() == want
+    return snapshot.stats
 
 
 def sync(cluster: Cluster) -> None:

@@ -10,13 +10,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from federation import services
-from federation.models import FederatedObject, MemberObject, OverridePolicy, PropagationPolicy
 from core import jobs
 from core.models import Job
+from federation import services
+from federation.models import FederatedObject, MemberObject, OverridePolicy, PropagationPolicy
 from federation.reconcile import RECONCILE_TASK, fleet_snapshot, needs_attention, reconcile_object, resync_backoff
-from federation.tasks import reconcile_object_task, reschedule_all_task, resync
 from federation.render import TEMPLATE_HASH_ANNOTATION
+from federation.tasks import reconcile_object_task, reschedule_all_task, resync
 from federation.weights import dynamic_weights
 from fleet import services as fleet_services
 from fleet.models import Cluster, Pod

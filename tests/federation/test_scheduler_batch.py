@@ -38,6 +38,8 @@ from federation.scheduler import (
 )
 from federation.weights import GPU_RESOURCE
 
+from .conftest import assert_plain_path_like_schedule
+
 GiB = 2**30
 NAMES = [f"m{i}" for i in range(9)]
 TAINTS = [
@@ -340,15 +342,7 @@ def test_profile_names_and_unknown_profiles_behave_like_schedule() -> None:
 def test_unusual_inputs_take_the_plain_path_with_the_same_outcome(changes: dict[str, Any]) -> None:
     clusters = _fleet(8)
     unit = SchedulingUnit("w", desired_replicas=5, **changes)
-    snapshot = ClusterSnapshot(clusters)
-    try:
-        want: Any = schedule(unit, clusters).to_dict()
-    except Exception as exc:  # noqa: BLE001 - whatever schedule() does, the snapshot must do
-        with pytest.raises(type(exc)):
-            snapshot.schedule(unit)
-    else:
-        assert snapshot.schedule(unit).to_dict() == want
-    assert snapshot.stats["plain"] == 1
+    assert assert_plain_path_like_schedule(unit, clusters)["plain"] == 1
 
 
 def test_a_replaced_plugin_is_not_cached(monkeypatch: pytest.MonkeyPatch) -> None:
