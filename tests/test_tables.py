@@ -381,3 +381,47 @@ def test_the_csv_streams_asynchronously_under_asgi(viewer):
 
     rows = list(csv.reader(io.StringIO(async_to_sync(body)())))
     assert [r[1] for r in rows[1:]] == [f"user-{n}" for n in range(5)]
+
+
+
+def test_a_render_functions_parameters_are_read_once_and_as_django_tables2_reads_them(monkeypatch) -> None:
+    """Cells call their column's render through django-tables2's ``call_with_appropriate``; the
+    parameters it reads come from ``core.tables``' cache, equal to what the library reads itself."""
+    import functools
+
+    import django_tables2.utils as tables_utils
+
+    from core import tables
+
+    class Cells:
+        def render_name(self, value, record):
+            return value
+
+        def render_any(self, value, **rest):
+            return value
+
+    def plain(record, table=None):
+        return record
+
+    class Render:
+        def __call__(self, value):
+            return value
+
+    library = tables._read_signature  # django-tables2's own reader
+    reads = []
+    monkeypatch.setattr(tables, "_read_signature", lambda fn: reads.append(fn) or library(fn))
+    monkeypatch.setattr(tables, "_SIGNATURES", {})
+    first, second = Cells(), Cells()
+    assert tables_utils.signature is tables._signature  # the library's call_with_appropriate reads ours
+    assert tables._signature(first.render_name) == library(first.render_name) == (("value", "record"), None)
+    assert tables._signature(second.render_name) == (("value", "record"), None)
+    assert tables._signature(first.render_any) == library(first.render_any) == (("value",), "rest")
+    assert tables._signature(plain) == library(plain) == (("record", "table"), None)
+    assert len(reads) == 3  # once per function, whichever instance it is bound to
+    partial, render = functools.partial(plain, table=1), Render()
+    assert tables._signature(partial) == tables._signature(partial) == library(partial)
+    assert tables._signature(render) == library(render) == (("value",), None)
+    assert len(reads) == 6  # other callables are read every time, as before
+    assert tables_utils.call_with_appropriate(first.render_name, {"value": 1, "record": 2, "table": 3}) == 1
+    assert tables_utils.call_with_appropriate(plain, {"value": 1, "record": 2, "table": 3}) == 2
+    assert tables_utils.call_with_appropriate(plain, {"value": 1, "record": 2}) is None  # (the library's rule: all or nothing)
