@@ -16,7 +16,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from core.tables import PER_PAGE_CHOICES, BaseTable
+from core.tables import PER_PAGE_CHOICES, BaseTable, TimeColumn
 
 
 def spec_summary(kind: str, spec: Mapping[str, Any]) -> str:
@@ -47,7 +47,7 @@ class PolicyTable(BaseTable):
     description = tables.Column(verbose_name=gettext_lazy("Description"), orderable=False, attrs={"td": {"translate": "no"}})
     used = tables.Column(verbose_name=gettext_lazy("Objects using it"),
                          attrs={"td": {"class": "fed-num", "data-used": lambda record: record.used}})
-    updated = tables.DateTimeColumn(verbose_name=gettext_lazy("Updated"), format="Y-m-d H:i")
+    updated = TimeColumn(verbose_name=gettext_lazy("Updated"), format="Y-m-d H:i")
     delete = tables.Column(verbose_name=gettext_lazy("Actions"), accessor="pk", orderable=False, exclude_from_export=True)
 
     search_fields = ("namespace", "name", "description")
@@ -120,7 +120,7 @@ class FederatedObjectTable(BaseTable):
     policy = tables.Column(verbose_name=gettext_lazy("Propagation policy"), accessor="propagation_policy",
                            order_by=("propagation_policy__namespace", "propagation_policy__name"))
     revision = tables.Column(verbose_name=gettext_lazy("Revision"))
-    updated = tables.DateTimeColumn(verbose_name=gettext_lazy("Updated"), format="Y-m-d H:i:s")
+    updated = TimeColumn(verbose_name=gettext_lazy("Updated"), format="Y-m-d H:i:s")
 
     search_fields = ("namespace", "name", "kind")
     default_columns = ("kind", "name", "phase", "clusters", "ready", "revision", "updated")

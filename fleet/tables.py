@@ -9,7 +9,7 @@ from django.template.loader import render_to_string
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 
-from core.tables import BaseTable
+from core.tables import BaseTable, TimeColumn
 
 from .queries import percent
 
@@ -50,7 +50,7 @@ class ClusterTable(BaseTable):
     memory = ResourceColumn("memory", verbose_name=_("Memory"))
     gpu = ResourceColumn("gpu", verbose_name=_("GPU"))
     pods = ResourceColumn("pods", verbose_name=_("Pods"))
-    last_sync = tables.DateTimeColumn(verbose_name=_("Last sync"), format="H:i:s")
+    last_sync = TimeColumn(verbose_name=_("Last sync"), format="H:i:s")
 
     search_fields = ("name", "display_name", "labels")
     export_name = "meridian-clusters"

@@ -13,7 +13,7 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from core.tables import BaseTable
+from core.tables import BaseTable, TimeColumn
 
 from .validation import warnings_for
 
@@ -200,7 +200,7 @@ class TargetNodeTable(BaseTable):
     state = tables.Column(verbose_name=_("State"), accessor="pk", orderable=False)
     applied_hash = tables.Column(verbose_name=_("Applied hash"))
     error = tables.Column(verbose_name=_("Error"), attrs={"td": {"class": "error small"}})
-    reported_at = tables.DateTimeColumn(verbose_name=_("Reported"), format="Y-m-d H:i:s")
+    reported_at = TimeColumn(verbose_name=_("Reported"), format="Y-m-d H:i:s")
 
     search_fields = ("node__name",)
     export_name = "meridian-target-nodes"

@@ -12,7 +12,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext_lazy as _
 
-from core.tables import BaseTable
+from core.tables import BaseTable, TimeColumn
 
 from . import accounting as acc
 from . import services
@@ -69,7 +69,7 @@ class QuotaGroupTable(BaseTable):
                            linkify=lambda record: record.parent.get_absolute_url() if record.parent_id else None)
     path = tables.Column(verbose_name=_("Path"))
     owners = tables.Column(verbose_name=_("Owners"), accessor="pk", orderable=False, empty_values=())
-    updated = tables.DateTimeColumn(verbose_name=_("Updated"), format="Y-m-d H:i")
+    updated = TimeColumn(verbose_name=_("Updated"), format="Y-m-d H:i")
 
     search_fields = ("name", "path", "description")
     export_name = "meridian-quota-groups"
@@ -126,7 +126,7 @@ class QuotaChargeTable(BaseTable):
     source = tables.Column(verbose_name=_("Source"))
     observed = tables.Column(verbose_name=_("Observed"))
     charge = tables.Column(verbose_name=_("Charge"), orderable=False, empty_values=(), attrs={"td": {"class": "small"}})
-    admitted_at = tables.DateTimeColumn(verbose_name=_("Admitted"), format="Y-m-d H:i:s")
+    admitted_at = TimeColumn(verbose_name=_("Admitted"), format="Y-m-d H:i:s")
 
     search_fields = ("name", "namespace", "kind", "cluster__name")
     export_name = "meridian-quota-workloads"

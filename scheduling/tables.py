@@ -7,7 +7,7 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
-from core.tables import BaseTable
+from core.tables import BaseTable, TimeColumn
 
 
 class VersionedTable(BaseTable):
@@ -17,7 +17,7 @@ class VersionedTable(BaseTable):
     name = tables.Column(verbose_name=_("Name"), linkify=True)
     description = tables.Column(verbose_name=_("Description"), orderable=False, attrs={"td": {"translate": "no"}})
     revision = tables.Column(verbose_name=_("Revision"), accessor="revision__number", orderable=False)
-    updated = tables.DateTimeColumn(verbose_name=_("Updated"), format="Y-m-d H:i")
+    updated = TimeColumn(verbose_name=_("Updated"), format="Y-m-d H:i")
 
     search_fields = ("name", "description")
 

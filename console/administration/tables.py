@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from core.roles import user_role
-from core.tables import BaseTable
+from core.tables import BaseTable, TimeColumn
 
 
 def _post_button(request: Any, url: str, label: str, *, confirm_id: str = "") -> str:
@@ -30,8 +30,8 @@ class UserTable(BaseTable):
     email = tables.Column(verbose_name=gettext_lazy("Email"))
     role = tables.Column(verbose_name=gettext_lazy("Role"), accessor="pk", orderable=False, empty_values=())
     is_active = tables.Column(verbose_name=gettext_lazy("Active"))
-    last_login = tables.DateTimeColumn(verbose_name=gettext_lazy("Last login"), format="Y-m-d H:i")
-    date_joined = tables.DateTimeColumn(verbose_name=gettext_lazy("Joined"), format="Y-m-d")
+    last_login = TimeColumn(verbose_name=gettext_lazy("Last login"), format="Y-m-d H:i")
+    date_joined = TimeColumn(verbose_name=gettext_lazy("Joined"), format="Y-m-d")
 
     search_fields = ("username", "email", "first_name", "last_name")
     export_name = "meridian-users"
@@ -89,7 +89,7 @@ class APITokenTable(TokenColumnsMixin, BaseTable):
     name = tables.Column(verbose_name=gettext_lazy("Name"))
     key_prefix = tables.Column(verbose_name=gettext_lazy("Prefix"), orderable=False)
     write_enabled = tables.Column(verbose_name=gettext_lazy("Scope"))
-    created = tables.DateTimeColumn(verbose_name=gettext_lazy("Issued"), format="Y-m-d H:i")
+    created = TimeColumn(verbose_name=gettext_lazy("Issued"), format="Y-m-d H:i")
     expires = tables.Column(verbose_name=gettext_lazy("Expires"))
     last_used = tables.Column(verbose_name=gettext_lazy("Last used"), empty_values=())
     revoke = tables.Column(verbose_name=gettext_lazy("Actions"), accessor="pk", orderable=False, exclude_from_export=True)
@@ -121,7 +121,7 @@ class ClusterTokenTable(TokenColumnsMixin, BaseTable):
     name = tables.Column(verbose_name=gettext_lazy("Name"))
     key_prefix = tables.Column(verbose_name=gettext_lazy("Prefix"), orderable=False)
     created_by = tables.Column(verbose_name=gettext_lazy("Issued by"))
-    created = tables.DateTimeColumn(verbose_name=gettext_lazy("Issued"), format="Y-m-d H:i")
+    created = TimeColumn(verbose_name=gettext_lazy("Issued"), format="Y-m-d H:i")
     expires = tables.Column(verbose_name=gettext_lazy("Expires"))
     last_used = tables.Column(verbose_name=gettext_lazy("Last used"), empty_values=())
     revoked = tables.Column(verbose_name=gettext_lazy("State"), empty_values=())
@@ -164,7 +164,7 @@ class AdminClusterTable(BaseTable):
     kubernetes_version = tables.Column(verbose_name=gettext_lazy("Kubernetes"))
     agent_tokens = tables.Column(verbose_name=gettext_lazy("Agent tokens"))
     webhook_tokens = tables.Column(verbose_name=gettext_lazy("Webhook tokens"))
-    created = tables.DateTimeColumn(verbose_name=gettext_lazy("Registered"), format="Y-m-d H:i")
+    created = TimeColumn(verbose_name=gettext_lazy("Registered"), format="Y-m-d H:i")
 
     search_fields = ("name", "display_name")
     export_name = "meridian-cluster-registrations"
@@ -187,7 +187,7 @@ class AdminConfigTypeTable(BaseTable):
     gvr = tables.Column(verbose_name=gettext_lazy("GVR"), accessor="resource", orderable=False)
     schema = tables.Column(verbose_name=gettext_lazy("Schema"), orderable=False, empty_values=())
     target_count = tables.Column(verbose_name=gettext_lazy("Targets"))
-    updated = tables.DateTimeColumn(verbose_name=gettext_lazy("Updated"), format="Y-m-d H:i")
+    updated = TimeColumn(verbose_name=gettext_lazy("Updated"), format="Y-m-d H:i")
 
     search_fields = ("name", "description", "resource", "group")
     export_name = "meridian-config-types"
@@ -249,7 +249,7 @@ class RoleBindingTable(BaseTable):
     scope = tables.Column(verbose_name=gettext_lazy("Scope"))
     names = tables.Column(verbose_name=gettext_lazy("On"), orderable=False, empty_values=())
     source = tables.Column(verbose_name=gettext_lazy("From"))
-    created = tables.DateTimeColumn(verbose_name=gettext_lazy("Since"), format="Y-m-d H:i")
+    created = TimeColumn(verbose_name=gettext_lazy("Since"), format="Y-m-d H:i")
     revoke = tables.Column(verbose_name=gettext_lazy("Actions"), accessor="pk", orderable=False, exclude_from_export=True,
                            empty_values=())
 
