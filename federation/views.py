@@ -239,6 +239,7 @@ def member_rows(fed: FederatedObject) -> list[dict[str, Any]]:
     members = {m.cluster.name: m for m in MemberObject.objects.filter(object=fed).select_related("cluster").only(
         "cluster__name", "replicas", "state", "applied_revision", "error", "attempts", "next_retry", "observed")}
     placement = fed.placement or {}
+    labels = dict(MemberObject.State.choices)  # (get_state_display builds this dict for every row)
     rows = []
     for name in sorted(set(members) | set(placement)):
         member = members.get(name)
@@ -252,7 +253,7 @@ def member_rows(fed: FederatedObject) -> list[dict[str, Any]]:
             "cluster": name, "member": member, "leaving": name not in placement,
             "scheduled": scheduled, "copy": scheduled is None, "target": target,
             "state": member.state if member else MemberObject.State.PENDING,
-            "state_label": member.get_state_display() if member else MemberObject.State.PENDING.label,
+            "state_label": labels.get(member.state, member.state) if member else MemberObject.State.PENDING.label,
             "ready": observed.get("readyReplicas"), "available": observed.get("availableReplicas"),
             "updated": updated if observed else None, "current": current,
             "updated_pct": pct(updated, target), "available_pct": pct(available, target),

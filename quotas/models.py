@@ -118,7 +118,12 @@ class QuotaCharge(models.Model):
     class Meta:
         ordering = ["cluster_id", "namespace", "kind", "name"]
         constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "kind", "name"], name="quotas_charge_workload")]
-        indexes = [models.Index(fields=["group", "cluster"], name="quotas_charge_group_idx")]
+        indexes = [
+            models.Index(fields=["group", "cluster"], name="quotas_charge_group_idx"),
+            # A group's page lists its most recent admissions first: 50 rows from the index
+            # instead of sorting all of a large group's (6,600 at 200k nodes: 16 ms).
+            models.Index(fields=["group", "-admitted_at", "-id"], name="quotas_charge_group_recent"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.cluster_id}/{self.namespace}/{self.kind}/{self.name}"
