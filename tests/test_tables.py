@@ -383,6 +383,28 @@ def test_the_csv_streams_asynchronously_under_asgi(viewer):
     assert [r[1] for r in rows[1:]] == [f"user-{n}" for n in range(5)]
 
 
+def test_rows_keep_each_rows_own_cell_attributes_beside_the_columns_fixed_ones() -> None:
+    """``rows_html`` computes a column's fixed cell attributes once, a row-dependent one per row,
+    and escapes values as the template did."""
+    from datetime import UTC, datetime
+
+    import django_tables2 as tables
+    from django.test import RequestFactory
+
+    from core.tables import BaseTable, TimeColumn, build_table
+
+    class Rows(BaseTable):
+        name = tables.Column(attrs={"td": {"class": "fixed"}})
+        level = tables.Column(attrs={"td": {"data-level": lambda record: record["level"]}})
+        at = TimeColumn(format="Y-m-d H:i")
+
+    rows = [{"name": "<b>a</b>", "level": 1, "at": datetime(2026, 1, 2, 3, 4, tzinfo=UTC)},
+            {"name": "b", "level": 2, "at": datetime(2026, 5, 6, 7, 8, tzinfo=UTC)}]
+    html = str(build_table(RequestFactory().get("/"), Rows, rows).rows_html)
+    assert re.findall(r'<td class="fixed">([^<]*(?:<[^/][^<]*)*)</td>', html) == ["&lt;b&gt;a&lt;/b&gt;", "b"]
+    assert re.findall(r'data-level="(\d)"', html) == ["1", "2"]
+    assert re.findall(r"<td [^>]*>(2026-[^<]*)</td>", html) == ["2026-01-02 03:04", "2026-05-06 07:08"]
+
 
 def test_a_render_functions_parameters_are_read_once_and_as_django_tables2_reads_them(monkeypatch) -> None:
     """Cells call their column's render through django-tables2's ``call_with_appropriate``; the
