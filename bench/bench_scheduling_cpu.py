@@ -9,7 +9,8 @@ instances of 2-32 CPUs, shared instances, some released again), then times, on t
    (plain, with "how many nodes can take 32 CPUs", and for one cluster);
 2. the page of nodes the fleet page shows (best fit order, 50 rows);
 3. the pages and API answers themselves through Django's test client (middleware, view,
-   template; server time, no network): ``/scheduling/cpu/``, ``/scheduling/cpu/?request=32``,
+   template; server time, no network): ``/scheduling/cpu/`` (and with all 500 clusters shown),
+   ``/scheduling/cpu/?request=32``,
    ``/api/v1/scheduling/cpu/fleet/?request=32`` and the what-if page for 32 CPUs.
 
 Goal: ≤ 300 ms server time for the fleet view over 200k nodes. Prints figures (best of N) and
@@ -220,8 +221,9 @@ def measure(args) -> None:
     user = User.objects.filter(username="bench").first() or User.objects.create_superuser("bench", password="bench-pass-123")
     client = Client()
     client.force_login(user)
-    for path in ("/scheduling/cpu/", "/scheduling/cpu/?request=32", "/scheduling/cpu/?request=32&cluster=c-007",
-                 "/scheduling/cpu/?sort=-exclusive_left&page=100", "/scheduling/cpu/?sort=cluster%2Cname&cluster=c-007",
+    for path in ("/scheduling/cpu/", "/scheduling/cpu/?clusters-per_page=500", "/scheduling/cpu/?request=32",
+                 "/scheduling/cpu/?request=32&cluster=c-007", "/scheduling/cpu/?sort=-exclusive_left&page=100",
+                 "/scheduling/cpu/?sort=cluster&cluster=c-007",
                  "/api/v1/scheduling/cpu/fleet/?request=32", "/scheduling/cpu/what-if/?request=32"):
         client.get(path, HTTP_HOST="127.0.0.1")  # warm
         best = float("inf")

@@ -12,11 +12,11 @@ from django.middleware.csrf import get_token
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from core.tables import PER_PAGE_CHOICES, BaseTable, TimeColumn
+from core.tables import PER_PAGE_CHOICES, BaseTable, TimeColumn, WrittenRowsTable
 
 
 def spec_summary(kind: str, spec: Mapping[str, Any]) -> str:
@@ -368,7 +368,7 @@ class AmountColumn(tables.Column):
         return value
 
 
-class WaterLevelTable(BaseTable):
+class WaterLevelTable(WrittenRowsTable):
     """Per member cluster: its levels per resource (``columns``: key, label, unit), dynamic
     weight and cordon state, and — for those who may cordon (``may_cordon``) — the cordon,
     drain and uncordon links the dashboard's dialog opens. Rows are ``water.water_levels``'
@@ -446,17 +446,9 @@ class WaterLevelTable(BaseTable):
         key, _sep, field = column.rpartition("_")
         return f'<td class="fed-num">{fixed_number(resources[key][field])}</td>'
 
-    @property
-    def rows_html(self) -> SafeString:
-        shown = [column.name for column in self.columns]
-        cell = self.cell_html
-        out = []
-        for row in self.shown_rows:
-            c = row.record
-            name = quote(c["name"])
-            out.append(f'<tr id="cluster-{name}" data-cluster="{name}" data-state="{c["state"]}">'
-                       + "".join([cell(column, c) for column in shown]) + "</tr>")
-        return mark_safe("\n".join(out))  # every value above went through quote()
+    def row_attrs_html(self, c: Mapping[str, Any]) -> str:
+        name = quote(c["name"])
+        return f' id="cluster-{name}" data-cluster="{name}" data-state="{c["state"]}"'
 
     # The same cells through django-tables2 (another template, a test), the value for the export.
 

@@ -73,6 +73,7 @@ from .tables import (
     PlacementTable,
     PolicyTable,
     WaterLevelTable,
+    fixed_number,
     placement_summary,
     readiness,
 )
@@ -97,11 +98,6 @@ def pct(part: float | None, whole: float | None) -> str:
     if not whole or not part:
         return "0"
     return f"{min(max(100.0 * part / whole, 0.0), 100.0):.1f}"
-
-
-def number(value: float) -> str:
-    """1234.5 → "1,234.5", 12.0 → "12" (the dashboard's pre-formatted cells)."""
-    return f"{value:,.1f}".removesuffix(".0")
 
 
 def phase_labels() -> dict[str, str]:
@@ -708,9 +704,10 @@ class WaterLevelsView(PermissionMixin, TableMixin, TemplateView):
         for key, label, *_rest in water.RESOURCES:
             if key in keys:
                 t = levels["totals"][key]
-                totals.append({"key": key, "label": label, "unit": levels["units"][key], "rate": number(t["deploy_rate"]),
-                               "requested": number(t["requested"]), "allocatable": number(t["allocatable"]),
-                               "available": number(t["available"]), "width": bar_width(t["deploy_rate"]),
+                totals.append({"key": key, "label": label, "unit": levels["units"][key], "rate": fixed_number(t["deploy_rate"]),
+                               "requested": fixed_number(t["requested"]),
+                               "allocatable": fixed_number(t["allocatable"]),
+                               "available": fixed_number(t["available"]), "width": bar_width(t["deploy_rate"]),
                                "level": level_class(t["deploy_rate"])})
         return super().get_context_data(**kwargs) | {
             "totals": totals, "payload": payload,

@@ -1014,6 +1014,11 @@ GLOSSARY.update({
     "A quota group's owners manage its subtree and nothing above it: they create child groups, and resize, move quota between, roll back or delete the groups below it. Owners are set on the group's page.":
         "配额组的负责人管理其子树，不能管理其上级：他们可以创建子组，并对其下的组调整大小、相互划转配额、回滚或删除。负责人在配额组页面上设置。",
     "None: owners manage a quota subtree; set them on the group's page.": "无：负责人管理一棵配额子树；请在配额组页面上设置。",
+    "Logical CPUs": "逻辑 CPU", "Exclusive sold %": "独享已售 %", "Stranded %": "零散线程 %",
+    "Nodes that take it": "可容纳的节点", "Within one NUMA node": "单 NUMA 节点内可容纳", "Instances sellable": "可售实例数",
+    "%(shown)s of %(n)s clusters": "%(n)s 个集群中的 %(shown)s 个",
+    "Digest of the selection whose reachable nodes were last reconciled (empty: none).":
+        "上次调和其可达节点时所用选择的摘要（留空：无）。",
 })
 
 

@@ -4,8 +4,6 @@ its version (ETag): an allocation made on a page read before another change is r
 
 from __future__ import annotations
 
-from typing import Any
-
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
@@ -15,12 +13,6 @@ from kube.quantity import QuantityError, parse_quantity
 from .cpuset import SAME_CORE_FIRST, STRATEGIES
 
 STRATEGY_CHOICES = [(s, s) for s in STRATEGIES]
-SORTS = (
-    ("-largest_exclusive", _("Largest exclusive instance, most first")),
-    ("largest_exclusive", _("Largest exclusive instance, least first")),
-    ("-exclusive_left", _("Sellable exclusive CPUs left, most first")),
-    ("cluster,name", _("Cluster and name")),
-)
 
 
 class InstanceForm(BlockFieldsForm):
@@ -78,16 +70,3 @@ class WhatIfForm(forms.Form):
     request = forms.IntegerField(label=_("Exclusive CPUs"), min_value=1, max_value=100_000, initial=32)
     strategy = forms.ChoiceField(label=_("Strategy"), choices=STRATEGY_CHOICES, initial=SAME_CORE_FIRST, required=False)
     app = forms.CharField(label=_("App"), max_length=253, required=False)
-
-
-class FleetFilterForm(forms.Form):
-    cluster = forms.CharField(label=_("Cluster"), max_length=63, required=False)
-    request = forms.IntegerField(label=_("Fits an exclusive instance of (CPUs)"), min_value=1, max_value=100_000,
-                                 required=False)
-    sort = forms.ChoiceField(label=_("Sort"), choices=SORTS, required=False)
-    page = forms.IntegerField(min_value=1, required=False, widget=forms.HiddenInput)
-
-    def values(self) -> dict[str, Any]:
-        data = self.cleaned_data if self.is_valid() else {}
-        return {"cluster": data.get("cluster") or "", "request": data.get("request"),
-                "sort": data.get("sort") or SORTS[0][0], "page": data.get("page") or 1}

@@ -9,6 +9,7 @@ preview of an allocation, needs ``allocate_nodecpu`` too (the house rule for pre
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 from django.contrib import messages
@@ -19,16 +20,17 @@ from django.views.generic import DetailView, TemplateView
 
 from core import concurrency
 from core.permissions import may, restrict
+from core.tables import PER_PAGE_CHOICES, TableMixin, build_table
 from core.views import PermissionMixin, VerbViewMixin
 
+from ..filtersets import CPUFleetFilterSet
 from ..models import NodeCPU
 from . import allocation, capacity, store
 from .cpuset import format_cpuset
-from .forms import SORTS, AllocateForm, FleetFilterForm, InstanceActionForm, SharedForm, WhatIfForm
+from .forms import AllocateForm, InstanceActionForm, SharedForm, WhatIfForm
 from .state import cpu_map
+from .tables import ClusterCPUTable, NodeCPUTable
 
-PAGE = 50
-CLUSTER_ROWS = 50
 #: What the fleet page's node table never shows: left in the database.
 WIDE_FIELDS = ("topology", "io_queues", "refused_io_queues", "problems", "delivered_share_pool", "io_queue_message",
                "topology_message", "cluster__labels", "cluster__taints", "cluster__api_resources", "cluster__allocatable",
@@ -95,37 +97,49 @@ def map_context(node: NodeCPU, state) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- fleet
 
 
-class CPUFleetView(PermissionMixin, TemplateView):
-    """Sellable exclusive CPUs and fragmentation per cluster and per node (stored integers only)."""
+class CPUFleetView(PermissionMixin, TableMixin, TemplateView):
+    """Sellable exclusive CPUs and fragmentation, fleet-wide, per cluster and per node (stored
+    integers only). Both tables sort, search, page and export like every list (``core.tables``);
+    the node table's parameters are unprefixed (``sort``, ``page``), the cluster table's
+    ``clusters-``. The filters (``CPUFleetFilterSet``) narrow both; invalid ones show nothing
+    and say why."""
 
     model = NodeCPU
     template_name = "scheduling/cpu/fleet.html"
 
+    @cached_property
+    def filtered(self) -> dict[str, Any]:
+        """The nodes the user may see in the cluster asked for (``scope``: what the totals and the
+        cluster table add up), those that take the request size (``nodes``), and the size."""
+        nodes = restrict(NodeCPU.objects.all(), self.request.user)  # a scoped role: its clusters' nodes
+        self.filterset = CPUFleetFilterSet(self.request.GET, queryset=nodes)
+        if not self.filterset.is_valid():
+            return {"scope": nodes.none(), "nodes": nodes.none(), "request": None}
+        return {"scope": self.filterset.cluster_scope(nodes), "nodes": self.filterset.qs,
+                "request": self.filterset.form.cleaned_data.get("request")}
+
+    @cached_property
+    def view(self) -> dict[str, Any]:
+        view = capacity.fleet_view(self.filtered["scope"], self.filtered["request"])
+        for row in view["clusters"]:
+            row["cluster"] = row["cluster__name"]  # an accessor reads "cluster__name" as a path
+        return view
+
+    def get_tables(self):
+        nodes = self.filtered["nodes"].select_related("cluster").defer(*WIDE_FIELDS)
+        return [build_table(self.request, NodeCPUTable, nodes, restricted=True, filterset=self.filterset),
+                build_table(self.request, ClusterCPUTable, self.view["clusters"], prefix="clusters-",
+                            filterset=self.filterset, request_size=self.filtered["request"])]
+
     def get_context_data(self, **kwargs):
-        form = FleetFilterForm(self.request.GET or None)
-        values = form.values() if self.request.GET else FleetFilterForm().initial | {
-            "cluster": "", "request": None, "sort": SORTS[0][0], "page": 1}
-        queryset = restrict(NodeCPU.objects.all(), self.request.user)  # a scoped role: its clusters' nodes
-        if values["cluster"]:
-            queryset = queryset.filter(cluster__name=values["cluster"])
-        view = capacity.fleet_view(queryset, values["request"])
-        nodes_qs = queryset.filter(largest_exclusive__gte=values["request"]) if values["request"] else queryset
-        count = view["total"]["fit_nodes"] if values["request"] else view["total"]["nodes"]
-        pages = max(1, -(-count // PAGE))
-        page = min(values["page"], pages)
-        order = values["sort"].split(",") + ["-pk" if values["sort"].startswith("-") else "pk"]  # each order has an index
-        nodes = list(nodes_qs.select_related("cluster").defer(*WIDE_FIELDS).order_by(*order)[(page - 1) * PAGE: page * PAGE])
-        query = self.request.GET.copy()
-        query.pop("page", None)
-        clusters = view["clusters"]
-        all_clusters = self.request.GET.get("clusters") == "all" or len(clusters) <= CLUSTER_ROWS
-        if not all_clusters:  # the clusters with the most to sell first; the rest one click away
-            clusters = sorted(clusters, key=lambda c: (-c["exclusive_left"], c["cluster__name"]))[:CLUSTER_ROWS]
-        return super().get_context_data(**kwargs) | {
-            "form": form if self.request.GET else FleetFilterForm(), "view": view, "total": view["total"],
-            "clusters": clusters, "cluster_count": len(view["clusters"]), "all_clusters": all_clusters,
-            "nodes": nodes, "page": page, "pages": pages, "count": count,
-            "query": query.urlencode(), "request_size": values["request"],
+        context = super().get_context_data(**kwargs)
+        view, request_size = self.view, self.filtered["request"]
+        nodes_table, clusters_table = context["tables"]
+        return context | {
+            "filter_form": self.filterset.form, "total": view["total"], "request_size": request_size,
+            "count": view["total"]["fit_nodes"] if request_size else view["total"]["nodes"],
+            "nodes_table": nodes_table, "clusters_table": clusters_table, "cluster_count": len(view["clusters"]),
+            "all_clusters_url": clusters_table.url(per_page=PER_PAGE_CHOICES[-1]),
             "can_allocate": may(self.request.user, "allocate", NodeCPU),
         }
 

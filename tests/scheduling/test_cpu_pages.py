@@ -159,3 +159,148 @@ def test_the_fleet_view_adds_up_its_clusters_from_the_summary_index_alone():
     read = {ref.name for aggregate in capacity.aggregates().values()
             for ref in aggregate.get_source_expressions() if isinstance(ref, F)}
     assert read <= set(index.fields) and index.fields[0] == "cluster", (sorted(read - set(index.fields)), index.fields)
+
+
+# ---------------------------------------------------------------------------- the fleet page's tables
+
+
+def _table(html: str, table_id: str) -> str:
+    return html.split(f'id="{table_id}"', 1)[1].split("</table>", 1)[0]
+
+
+def _column(html: str, table_id: str, index: int) -> list[str]:
+    """The text of each body row's ``index``-th cell."""
+    body = _table(html, table_id).split("<tbody>", 1)[1]
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", body, flags=re.S)
+    return [re.sub(r"<[^>]+>", "", re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S)[index]).strip() for row in rows]
+
+
+@pytest.fixture
+def three_clusters():
+    """db-a (2 nodes, 32 CPUs sold), db-b (1 node), web-c (1 node, 72 sold): 96 sellable a node."""
+    hosts = {}
+    for name, count in (("db-a", 2), ("db-b", 1), ("web-c", 1)):
+        cluster = Cluster.objects.create(name=name, connector=Cluster.ConnectorKind.SIMULATED)
+        hosts[name] = [seed_node(cluster, f"{name}-host-{index}") for index in range(count)]
+    allocation.allocate_exclusive(hosts["db-a"][0], namespace="db", name="x", request=32)
+    allocation.allocate_exclusive(hosts["web-c"][0], namespace="web", name="y", request=64)
+    allocation.allocate_exclusive(hosts["web-c"][0], namespace="web", name="z", request=8)
+    return hosts
+
+
+def test_the_cluster_table_sorts_searches_and_exports_like_every_table(client, viewer, three_clusters):
+    login(client, viewer)
+    url = reverse("scheduling:cpu-fleet")
+    page = client.get(url).content.decode()
+    assert _column(page, "cpu-cluster-table", 0) == ["db-a", "db-b", "web-c"]  # most exclusive CPUs left first
+    assert _column(page, "cpu-cluster-table", 4) == ["160", "96", "24"]
+    page = client.get(url, {"clusters-sort": "-cluster"}).content.decode()
+    assert _column(page, "cpu-cluster-table", 0) == ["web-c", "db-b", "db-a"]
+    page = client.get(url, {"clusters-sort": "largest"}).content.decode()
+    assert _column(page, "cpu-cluster-table", 0) == ["web-c", "db-a", "db-b"]  # 24, 64, 64: ties as before
+    page = client.get(url, {"clusters-q": "DB-"}).content.decode()
+    assert _column(page, "cpu-cluster-table", 0) == ["db-a", "db-b"]
+    assert sorted(_column(page, "cpu-node-table", 0)) == ["db-a-host-0", "db-a-host-1", "db-b-host-0", "web-c-host-0"], \
+        "the cluster table's search leaves the node table alone"
+
+    export = client.get(url, {"clusters-export": "csv", "clusters-sort": "cluster"})
+    assert export.status_code == 200 and export["Content-Disposition"] == 'attachment; filename="meridian-cpu-clusters.csv"'
+    lines = b"".join(export.streaming_content).decode().splitlines()
+    assert lines[0].split(",")[:6] == ["Cluster", "Nodes", "Logical CPUs", "Sellable", "Exclusive sold", "Exclusive sold %"]
+    assert [line.split(",")[0] for line in lines[1:]] == ["db-a", "db-b", "web-c"]
+    assert lines[1].split(",")[1:7] == ["2", "208", "192", "32", "16.7", "160"], "plain numbers: no grouping, no %"
+
+
+def test_the_cluster_table_counts_where_a_request_fits_and_links_each_cluster_with_it(client, viewer, three_clusters):
+    login(client, viewer)
+    page = client.get(reverse("scheduling:cpu-fleet"), {"request": 40}).content.decode()
+    table = _table(page, "cpu-cluster-table")
+    assert "Take 40" in table
+    assert _column(page, "cpu-cluster-table", 0) == ["db-a", "db-b", "web-c"]
+    assert _column(page, "cpu-cluster-table", 8) == ["2", "1", "0"]  # db-a: 32 sold of 64 leaves 32 on one node…
+    assert 'href="/scheduling/cpu/?cluster=db-a&amp;request=40"' in table
+    narrowed = client.get(reverse("scheduling:cpu-fleet"), {"cluster": "db-a", "request": 40}).content.decode()
+    assert _column(narrowed, "cpu-cluster-table", 0) == ["db-a"]
+    assert set(_column(narrowed, "cpu-node-table", 0)) <= {"db-a-host-0", "db-a-host-1"}
+
+
+def test_the_node_table_sorts_only_by_what_an_index_orders(client, viewer, three_clusters):
+    login(client, viewer)
+    url = reverse("scheduling:cpu-fleet")
+    by_left = client.get(url, {"sort": "exclusive_left"}).content.decode()
+    assert _column(by_left, "cpu-node-table", 0)[0] == "web-c-host-0"
+    headers = _table(by_left, "cpu-node-table").split("</thead>", 1)[0]
+    assert 'data-sort="exclusive_left"' in headers and 'data-sort="stranded"' not in headers
+    default = _column(client.get(url).content.decode(), "cpu-node-table", 0)
+    assert _column(client.get(url, {"sort": "stranded"}).content.decode(), "cpu-node-table", 0) == default, \
+        "an unsortable column is ignored (a full sort of every node per page view)"
+    by_cluster = client.get(url, {"sort": "cluster"}).content.decode()
+    assert _column(by_cluster, "cpu-node-table", 0) == ["db-a-host-0", "db-a-host-1", "db-b-host-0", "web-c-host-0"]
+    export = client.get(url, {"export": "csv", "sort": "cluster"})
+    lines = b"".join(export.streaming_content).decode().splitlines()
+    assert lines[0].startswith("Node,Cluster,CPUs") and lines[1].startswith("db-a-host-0,db-a,104,")
+
+
+def test_an_invalid_fleet_filter_says_why_and_refuses_the_export(client, viewer, three_clusters):
+    login(client, viewer)
+    url = reverse("scheduling:cpu-fleet")
+    page = client.get(url, {"request": "1.5"})
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "Invalid filter:" in html and _column(html, "cpu-node-table", 0) == ["No node matches."]
+    for table in ("", "clusters-"):
+        refused = client.get(url, {"request": "0", f"{table}export": "csv"})
+        assert refused.status_code == 400 and "request" in refused.content.decode()
+
+
+def test_many_clusters_show_a_page_and_a_link_to_all_of_them(client, viewer):
+    for index in range(27):
+        seed_node(Cluster.objects.create(name=f"c-{index:02}", connector=Cluster.ConnectorKind.SIMULATED), "host")
+    login(client, viewer)
+    url = reverse("scheduling:cpu-fleet")
+    page = client.get(url, {"clusters-per_page": 25}).content.decode()
+    assert len(_column(page, "cpu-cluster-table", 0)) == 25 and "25 of 27 clusters" in page
+    everything = re.search(r'href="(\?[^"]*clusters-per_page=500[^"]*)">show all', page).group(1)
+    page = client.get(url + htmllib.unescape(everything)).content.decode()
+    assert len(_column(page, "cpu-cluster-table", 0)) == 27 and "show all" not in page
+
+
+def _as_generic(html: str) -> str:
+    """Rows as both writers write them, whitespace and django-tables2's stripes aside (no style uses them)."""
+    html = re.sub(r'<tr class="(even|odd)"', "<tr", str(html))
+    return re.sub(r"\s*(<|>)\s*", r"\1", re.sub(r"<(td|tr) >", r"<\1>", html))
+
+
+def test_the_written_cluster_rows_are_what_the_columns_render(rf, viewer):
+    """``ClusterCPUTable`` writes its rows itself (500 clusters at once); its cells are exactly
+    what its columns render through django-tables2, values escaped the same way."""
+    from core.tables import BaseTable, build_table, paginate
+    from scheduling.cpu.tables import ClusterCPUTable
+
+    rows = [{"cluster": name, "nodes": 1234, "cpus": 2048, "sellable": 1500, "exclusive_used": 1000,
+             "exclusive_used_pct": 66.7, "exclusive_left": 500, "largest": 64, "fragmentation_pct": 87.2,
+             "stranded": 3, "stranded_pct": 0.2, "fit_nodes": 7, "fit_numa_nodes": 2, "fit_instances": 9}
+            for name in ('a<b>&"c\'', "plain")]
+    request = rf.get("/scheduling/cpu/", {"clusters-columns": [c for c in rows[0]]})
+    request.user = viewer
+    for size in (None, 32):
+        table = paginate(request, build_table(request, ClusterCPUTable, rows, prefix="clusters-", request_size=size))
+        written = str(table.rows_html)
+        assert _as_generic(written) == _as_generic(BaseTable.rows_html.fget(table))
+        assert "1,234" in written and "a&lt;b&gt;&amp;&quot;c&#x27;" in written and "<b>" not in written
+        assert ("fit_nodes" in [c.name for c in table.columns]) == bool(size)
+
+
+def test_the_written_node_rows_are_what_the_columns_render(rf, viewer, three_clusters):
+    from core.tables import BaseTable, build_table, paginate
+    from scheduling.cpu.tables import NodeCPUTable
+    from scheduling.models import NodeCPU
+
+    NodeCPU.objects.filter(name="db-b-host-0").update(conflicts=[3, 4], io_queue_state="refused", name='db-b<&"\'>')
+    request = rf.get("/scheduling/cpu/", {"sort": "cluster"})
+    request.user = viewer
+    table = paginate(request, build_table(request, NodeCPUTable, NodeCPU.objects.select_related("cluster")))
+    written = str(table.rows_html)
+    assert _as_generic(written) == _as_generic(BaseTable.rows_html.fget(table))
+    assert written.count("<tr>") == 4 and "db-b&lt;&amp;&quot;&#x27;&gt;" in written and "IO queues refused" in written
+    assert '<td class="num">104</td>' in written and re.search(r'<td class="num">\d+%</td>', written)
