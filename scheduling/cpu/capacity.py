@@ -36,17 +36,15 @@ def aggregates() -> dict[str, Any]:
             "largest_sum": Sum("largest_exclusive")}
 
 
-def _fits(queryset, request: int) -> dict[int, dict[str, int]]:
-    """Per cluster: nodes that take ``request`` CPUs (and within one NUMA node), and how many such
-    instances the nodes could still sell; two range scans over covering indexes, not the fleet."""
-    out: dict[int, dict[str, int]] = {}
-    for row in queryset.filter(largest_exclusive__gte=request).order_by().values("cluster_id").annotate(
-            fit_nodes=Count("pk"), fit_numa_nodes=Count("pk", filter=Q(largest_numa__gte=request))):
-        out.setdefault(row["cluster_id"], {}).update(fit_nodes=row["fit_nodes"], fit_numa_nodes=row["fit_numa_nodes"])
-    for row in queryset.filter(exclusive_left__gte=request).order_by().values("cluster_id").annotate(
-            fit_instances=Sum(F("exclusive_left") / request)):
-        out.setdefault(row["cluster_id"], {})["fit_instances"] = row["fit_instances"] or 0
-    return out
+def fit_aggregates(request: int) -> dict[str, Any]:
+    """Per cluster, where an exclusive instance of ``request`` CPUs fits: the nodes that take it
+    (and within one NUMA node), and how many such instances the nodes could still sell. Counted
+    over columns of the summary index only (``COUNT(id)`` read the table: 130 ms at 200,000
+    nodes), in the same scan as ``aggregates``."""
+    takes, left = Q(largest_exclusive__gte=request), Q(exclusive_left__gte=request)
+    return {"fit_nodes": Count("cluster", filter=takes),
+            "fit_numa_nodes": Count("cluster", filter=takes & Q(largest_numa__gte=request)),
+            "fit_instances": Sum(F("exclusive_left") / request, filter=left)}
 
 
 def summary_sums(queryset, request: int | None = None) -> dict[str, Any]:
@@ -69,24 +67,20 @@ def with_ratios(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-FIT_KEYS = ("fit_nodes", "fit_numa_nodes", "fit_instances")
-
-
 def fleet_view(queryset, request: int | None = None) -> dict[str, Any]:
     """Totals of ``queryset`` (NodeCPU rows) per cluster — one GROUP BY over the summary columns
     (a covering index answers it), never a state — and fleet-wide (the per-cluster rows added
     up: no second scan). With ``request``, where an exclusive instance of that size fits
-    (range scans over their own covering indexes). Cluster names are looked up afterwards."""
-    rows = list(queryset.order_by().values("cluster_id").annotate(**aggregates()))
-    fits = _fits(queryset, request) if request else {}
+    (filtered aggregates in the same scan). Cluster names are looked up afterwards."""
+    fits = fit_aggregates(request) if request else {}
+    # the fits first: they read the column exclusive_left, which the sums' own "exclusive_left" hides
+    rows = list(queryset.order_by().values("cluster_id").annotate(**fits).annotate(**aggregates()))
+    sums = aggregates() | fits
     names = dict(Cluster.objects.filter(pk__in=[r["cluster_id"] for r in rows]).values_list("pk", "name"))
-    keys = [*aggregates(), *(FIT_KEYS if request else ())]
+    keys = list(sums)
     total: dict[str, Any] = {key: 0 for key in keys}
     for row in rows:
         row["cluster__name"] = names.get(row["cluster_id"], "")
-        if request:
-            found = fits.get(row["cluster_id"], {})
-            row.update({key: found.get(key, 0) for key in FIT_KEYS})
         for key in keys:
             value = row.get(key) or 0
             total[key] = max(total[key], value) if key == "largest" else total[key] + value

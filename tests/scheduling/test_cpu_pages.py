@@ -155,9 +155,25 @@ def test_the_fleet_view_adds_up_its_clusters_from_the_summary_index_alone():
     from scheduling.cpu import capacity
     from scheduling.models import NodeCPU
 
+    from django.db.models import Q
+
+    def columns(expression) -> set[str]:
+        """The fields an aggregate reads: its sources (nested) and its filter's lookups."""
+        if isinstance(expression, F):
+            return {expression.name}
+        out: set[str] = set()
+        for source in getattr(expression, "get_source_expressions", list)():
+            if source is not None:
+                out |= columns(source)
+        if isinstance(expression, Q):
+            for child in expression.children:
+                out |= columns(child) if isinstance(child, Q) else {child[0].split("__")[0]}
+        return out
+
     index = next(i for i in NodeCPU._meta.indexes if i.name == "sched_nodecpu_summary_idx")
-    read = {ref.name for aggregate in capacity.aggregates().values()
-            for ref in aggregate.get_source_expressions() if isinstance(ref, F)}
+    aggregates = {**capacity.aggregates(), **capacity.fit_aggregates(32)}  # "where does a 32-CPU instance fit" too
+    read = set().union(*(columns(a) | (columns(a.filter) if a.filter is not None else set()) for a in aggregates.values()))
+    assert {"largest_exclusive", "largest_numa", "exclusive_left", "cluster"} <= read
     assert read <= set(index.fields) and index.fields[0] == "cluster", (sorted(read - set(index.fields)), index.fields)
 
 
