@@ -30,6 +30,7 @@ import re
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import cached_property
+from html import escape as html_escape
 from types import FunctionType
 from typing import Any, ClassVar
 
@@ -239,17 +240,35 @@ class BaseTable(tables.Table):
 
 class WrittenRowsTable(BaseTable):
     """A table showing hundreds of rows at once (one per cluster of the fleet) writes its rows
-    itself: ``row_attrs_html(record)`` (the ``<tr>``'s attributes, a leading space each) and
-    ``cell_html(column, record)`` (a whole ``<td>``). Through django-tables2 a cell costs
-    ~20 µs of attribute merging, accessor resolving and rendering: 500 rows × 10 columns are a
-    page's budget. Every value written must go through ``html.escape``. The columns' ``render_``
-    and ``value_`` methods still serve another template and the export."""
+    itself. Through django-tables2 a cell costs ~20-50 µs of attribute merging, accessor
+    resolving and rendering: 500 rows × 10 columns are a page's budget.
+
+    Each cell is the column's fixed ``td`` attributes (computed once) around ``cell_<column>(record)``
+    when the table has one, else the function the column's ``writer()`` returns (read once per
+    page: a number's language) applied to the value, else the escaped value; ``cell_html(column, record)`` writes a whole ``<td>`` for a table whose
+    cells' attributes depend on the row (the water levels). ``row_attrs_html(record)``: the
+    ``<tr>``'s attributes, a leading space each. Everything written must be escaped
+    (``html.escape``). The columns' ``render_``/``value_`` still serve another template and the
+    export; a test per table checks both writers agree."""
 
     def row_attrs_html(self, record: Any) -> str:
         return ""
 
     def cell_html(self, column: str, record: Any) -> str:
-        raise NotImplementedError
+        td, write = self._writers[column]
+        return f"{td}{write(record)}</td>"
+
+    @cached_property
+    def _writers(self) -> dict[str, tuple[str, Callable[[Any], str]]]:
+        """Per shown column: its opening ``<td>`` and what writes a record's cell content."""
+        out = {}
+        for column in self.columns:
+            own = getattr(self, f"cell_{column.name}", None)
+            if own is None:
+                own = _cell_writer(column)
+            attrs = column.attrs["td"].as_html()
+            out[column.name] = (f"<td {attrs}>" if attrs else "<td>", own)
+        return out
 
     @property
     def rows_html(self) -> SafeString:
@@ -257,7 +276,23 @@ class WrittenRowsTable(BaseTable):
         cell, attrs = self.cell_html, self.row_attrs_html
         rows = [f"<tr{attrs(row.record)}>" + "".join([cell(name, row.record) for name in shown]) + "</tr>"
                 for row in self.shown_rows]
-        return mark_safe("\n".join(rows))  # the subclass escaped every value
+        return mark_safe("\n".join(rows))  # every value escaped above or by the table's own cells
+
+
+def _cell_writer(column: tables.columns.BoundColumn) -> Callable[[Any], str]:
+    """A column's cell content from a record: what its ``writer()`` returns for the value, or
+    the value escaped; the column's default (escaped) for an empty value, as django-tables2
+    writes it."""
+    accessor, empty = Accessor(column.accessor), column.column.empty_values
+    writer = getattr(column.column, "writer", None)
+    html = writer() if writer is not None else (lambda value: html_escape(str(value)))
+    default = html_escape(str(column.default))
+
+    def write(record: Any) -> str:
+        value = accessor.resolve(record, quiet=True)
+        return default if value in empty else html(value)
+
+    return write
 
 
 class TimeColumn(tables.Column):

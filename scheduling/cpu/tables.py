@@ -8,21 +8,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from html import escape as quote
 from typing import Any
 from urllib.parse import urlencode
 
 import django_tables2 as tables
 from django.urls import reverse
-from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext_lazy as _
 
 from core.tables import BaseTable, WrittenRowsTable
-from core.templatetags.meridian import number
-
-#: The per-cluster columns holding a percentage.
-PERCENTS = ("exclusive_used_pct", "fragmentation_pct", "stranded_pct")
+from core.templatetags.meridian import number_writer
 
 
 class CountColumn(tables.Column):
@@ -31,18 +28,30 @@ class CountColumn(tables.Column):
     def __init__(self, verbose_name: Any, **kwargs: Any) -> None:
         super().__init__(verbose_name=verbose_name, attrs={"td": {"class": "num"}}, **kwargs)
 
-    def render(self, value: int) -> str:
-        return number(value)
+    def writer(self) -> Callable[[Any], str]:
+        """What writes a cell's value on this page (``WrittenRowsTable``)."""
+        return number_writer()
 
-    def value(self, value: int) -> int:
+    def render(self, value: Any) -> str:
+        return self.writer()(value)
+
+    def value(self, value: Any) -> Any:
         return value
 
 
 class PercentColumn(CountColumn):
     """A percentage (one decimal, as the totals); the export has the number."""
 
-    def render(self, value: float) -> str:
-        return f"{value}%"
+    def writer(self) -> Callable[[Any], str]:
+        return lambda value: f"{value}%"
+
+
+class FractionColumn(CountColumn):
+    """A fraction as a whole percentage (what ``{% widthratio value 1 100 %}%`` wrote); the
+    export has the fraction."""
+
+    def writer(self) -> Callable[[Any], str]:
+        return lambda value: f"{round(value * 100)}%"
 
 
 class ClusterCPUTable(WrittenRowsTable):
@@ -82,33 +91,27 @@ class ClusterCPUTable(WrittenRowsTable):
         if request_size:
             self.columns["fit_nodes"].column.verbose_name = _("Take %(n)s") % {"n": request_size}
         self.page_url_base = reverse("scheduling:cpu-fleet")
+        self.number = number_writer()
 
     def cluster_url(self, name: str) -> str:
         """The fleet page narrowed to the cluster (the request size kept)."""
         query = {"cluster": name} | ({"request": self.request_size} if self.request_size else {})
         return f"{self.page_url_base}?{urlencode(query)}"
 
-    @staticmethod
-    def used_html(c: dict[str, Any]) -> str:
-        """Exclusive CPUs sold, and their share of the sellable ones (numbers only)."""
-        return f'{number(c["exclusive_used"])} <span class="muted small">({c["exclusive_used_pct"]}%)</span>'
+    def cell_cluster(self, c: dict[str, Any]) -> str:
+        return f'<a href="{quote(self.cluster_url(c["cluster"]))}">{quote(c["cluster"])}</a>'
 
-    def cell_html(self, column: str, c: dict[str, Any]) -> str:
-        if column == "cluster":
-            return f'<td><a href="{quote(self.cluster_url(c["cluster"]))}">{quote(c["cluster"])}</a></td>'
-        if column == "exclusive_used":
-            return f'<td class="num">{self.used_html(c)}</td>'
-        if column in PERCENTS:
-            return f'<td class="num">{c[column]}%</td>'
-        return f'<td class="num">{number(c[column])}</td>'
+    def cell_exclusive_used(self, c: dict[str, Any]) -> str:
+        """Exclusive CPUs sold, and their share of the sellable ones (numbers only)."""
+        return f'{self.number(c["exclusive_used"])} <span class="muted small">({c["exclusive_used_pct"]}%)</span>'
 
     # The same cells through django-tables2 (another template); the export has the plain values.
 
-    def render_cluster(self, value: str):
-        return format_html('<a href="{}">{}</a>', self.cluster_url(value), value)
+    def render_cluster(self, record: dict[str, Any]):
+        return mark_safe(self.cell_cluster(record))
 
     def render_exclusive_used(self, record: dict[str, Any]):
-        return mark_safe(self.used_html(record))
+        return mark_safe(self.cell_exclusive_used(record))
 
     def value_exclusive_used(self, value: int) -> int:
         return value
@@ -129,7 +132,7 @@ class NodeCPUTable(WrittenRowsTable):
     exclusive_left = CountColumn(_("Exclusive left"), order_by=("exclusive_left", "id"))
     largest_exclusive = CountColumn(_("Largest instance"), order_by=("largest_exclusive", "id"))
     largest_numa = CountColumn(_("In one NUMA"), orderable=False)
-    fragmentation = PercentColumn(_("Fragmented"), orderable=False)
+    fragmentation = FractionColumn(_("Fragmented"), orderable=False)
     stranded = CountColumn(_("Stranded"), orderable=False)
 
     search_fields = ("name",)
@@ -144,7 +147,7 @@ class NodeCPUTable(WrittenRowsTable):
         super().__init__(*args, **kwargs)
         self.badges = {"conflicts": quote(_("conflicts")), "refused": quote(_("IO queues refused"))}
 
-    def name_html(self, node) -> str:
+    def cell_name(self, node) -> str:
         """The node's name linking to its CPU map, and its problems as badges."""
         html = f'<a href="{quote(node.get_absolute_url())}">{quote(node.name)}</a>'
         if node.conflicts:
@@ -153,27 +156,10 @@ class NodeCPUTable(WrittenRowsTable):
             html += f' <span class="badge failed">{self.badges["refused"]}</span>'
         return html
 
-    def cell_html(self, column: str, node) -> str:
-        if column == "name":
-            return f"<td>{self.name_html(node)}</td>"
-        if column == "cluster":
-            return f"<td>{quote(node.cluster.name)}</td>"
-        if column == "fragmentation":
-            return f'<td class="num">{percent(node.fragmentation)}</td>'
-        return f'<td class="num">{number(getattr(node, column))}</td>'
-
     # The same cells through django-tables2 (another template); the export has the plain values.
 
     def render_name(self, record):
-        return mark_safe(self.name_html(record))
+        return mark_safe(self.cell_name(record))
 
     def value_name(self, value: str) -> str:
         return value
-
-    def render_fragmentation(self, value: float) -> str:
-        return percent(value)
-
-
-def percent(fraction: float) -> str:
-    """0.123 → "12%" (what ``{% widthratio value 1 100 %}%`` wrote)."""
-    return f"{round(fraction * 100)}%"
