@@ -243,13 +243,14 @@ class WrittenRowsTable(BaseTable):
     itself. Through django-tables2 a cell costs ~20-50 µs of attribute merging, accessor
     resolving and rendering: 500 rows × 10 columns are a page's budget.
 
-    Each cell is the column's fixed ``td`` attributes (computed once) around ``cell_<column>(record)``
-    when the table has one, else the function the column's ``writer()`` returns (read once per
-    page: a number's language) applied to the value, else the escaped value; ``cell_html(column, record)`` writes a whole ``<td>`` for a table whose
-    cells' attributes depend on the row (the water levels). ``row_attrs_html(record)``: the
-    ``<tr>``'s attributes, a leading space each. Everything written must be escaped
-    (``html.escape``). The columns' ``render_``/``value_`` still serve another template and the
-    export; a test per table checks both writers agree."""
+    Each cell is the column's fixed ``td`` attributes (computed once) around
+    ``cell_<column>(record)`` when the table has one, else the function the column's
+    ``writer()`` returns (made once per page: a number's language) applied to the value, else
+    the escaped value. A table whose cells' attributes depend on the row (the water levels)
+    overrides ``cell_html(column, record)``, which writes a whole ``<td>``.
+    ``row_attrs_html(record)``: the ``<tr>``'s attributes, a leading space each. Everything
+    written must be escaped (``html.escape``). The columns' ``render_``/``value_`` still serve
+    another template and the export; a test per table checks both writers agree."""
 
     def row_attrs_html(self, record: Any) -> str:
         return ""
