@@ -51,6 +51,12 @@ def links(html: str) -> list[str]:
     return parser.hrefs
 
 
+def same_rows(parameter: str) -> bool:
+    """Whether a query parameter only re-sorts, re-pages or downloads rows: one of ``SAME_ROWS``,
+    or one with a table's prefix (``members-sort``, ``clusters-export`` on a page of several tables)."""
+    return parameter in SAME_ROWS or parameter.rpartition("-")[2] in SAME_ROWS
+
+
 def normalise(href: str, base: str = "/") -> str | None:
     """The console URL a link names, without fragment and re-sorting parameters; None when the
     link leaves the console or is not a page."""
@@ -60,7 +66,7 @@ def normalise(href: str, base: str = "/") -> str | None:
     path = parts.path or urlsplit(base).path
     if not path.startswith("/") or path.startswith(NOT_PAGES):
         return None
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in SAME_ROWS]
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not same_rows(k)]
     return path + ("?" + urlencode(query) if query else "")
 
 
