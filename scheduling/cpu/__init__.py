@@ -28,7 +28,8 @@ Their decisions made durable (the models are ``scheduling.models.cpu``):
 * ``agent`` — what a node agent reads (payload, ETag, the body cache's key).
 
 Around them: ``tasks`` (Celery; task names ``scheduling.cpu_*``, unchanged), ``forms`` +
-``views`` (the pages; URL names ``scheduling:cpu-*``), ``agent_views`` (the agent endpoint
+``tables`` + ``views`` (the pages; URL names ``scheduling:cpu-*``; the fleet page's filters are
+``scheduling.filtersets.CPUFleetFilterSet``), ``agent_views`` (the agent endpoint
 ``/api/agent/v1/clusters/{c}/nodes/{n}/cpuset``). The REST API is ``scheduling.api.cpu``, the
 scheduler plugins ``scheduling.plugins.cpuset``.
 """
