@@ -243,13 +243,21 @@ class _Validator:
     def node_requirement(self, value: Any, path: str) -> None:
         self.requirement(value, path, NODE_SELECTOR_OPERATORS)
 
-    def field_requirement(self, value: Any, path: str) -> None:
+    def requirement_parts(self, value: Any, path: str) -> tuple[Mapping[str, Any], list[Any], str, Any] | None:
+        """A selector requirement's mapping, its values and their path, and its operator (None:
+        not a mapping, already reported)."""
         requirement = self.mapping(value, path, ("key", "operator", "values"))
         if requirement is None:
-            return
+            return None
         values_path = _child(path, "values")
         values = self.items(requirement.get("values"), values_path)
-        operator = requirement.get("operator", "")
+        return requirement, values, values_path, requirement.get("operator", "")
+
+    def field_requirement(self, value: Any, path: str) -> None:
+        parts = self.requirement_parts(value, path)
+        if parts is None:
+            return
+        requirement, values, values_path, operator = parts
         if self.string(operator, _child(path, "operator")):
             if operator in FIELD_SELECTOR_OPERATORS:
                 if len(values) != 1:
@@ -338,12 +346,10 @@ class _Validator:
     def requirement(self, value: Any, path: str, operators: Collection[str]) -> None:
         """A node selector requirement (``operators`` with Gt and Lt) or a label selector's:
         upstream's two validations, which differ only there."""
-        requirement = self.mapping(value, path, ("key", "operator", "values"))
-        if requirement is None:
+        parts = self.requirement_parts(value, path)
+        if parts is None:
             return
-        values_path = _child(path, "values")
-        values = self.items(requirement.get("values"), values_path)
-        operator = requirement.get("operator", "")
+        requirement, values, values_path, operator = parts
         numeric = operator in ("Gt", "Lt") and operator in operators
         if self.string(operator, _child(path, "operator")):
             if operator in ("In", "NotIn") and not values:
