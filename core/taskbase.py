@@ -72,6 +72,17 @@ def nothing_done(result: Any) -> bool:
     return not result
 
 
+def idle_unless(*done: str) -> Callable[[Any], bool]:
+    """``idle`` for a pass whose result also names what it looked at (a cluster, the nodes it
+    read and skipped): idle unless one of the ``done`` keys — what it changed or found wrong —
+    holds something. A busy lock's ``{"skipped": reason}`` is idle too."""
+
+    def idle(result: Any) -> bool:
+        return not isinstance(result, Mapping) or not any(result.get(key) for key in done)
+
+    return idle
+
+
 class MeridianTask(Task):
     """Default task class of Meridian's Celery app (``config.celery``)."""
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from core.context import acting_as
 from core.sharding import sharded_task
-from core.taskbase import always_idle
+from core.taskbase import always_idle, idle_unless
 from fleet.models import Cluster, Node
 from fleet.simstore import spec_for
 from fleet.services import connector_for
@@ -33,7 +33,8 @@ def type_shard_key(type_id: int) -> str:
     return f"nodeconfig-type/{type_id}"
 
 
-@sharded_task(shard_key=type_shard_key, name="nodeconfig.reconcile_type", ignore_result=True)
+@sharded_task(shard_key=type_shard_key, name="nodeconfig.reconcile_type", ignore_result=True,
+              idle=staticmethod(idle_unless("written", "removed", "conflicts")))
 def reconcile_type_task(type_id: int, target_ids: list[int] | None = None) -> dict | None:
     """Reconcile a type: only what ``target_ids`` can affect, or every node when absent."""
     config_type = ConfigType.objects.filter(pk=type_id).first()

@@ -17,7 +17,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from core.jobs import enqueue, reap
 from core.models import Job
-from core.taskbase import nothing_done
+from core.taskbase import idle_unless, nothing_done
 
 from .workers import purge_queues
 
@@ -43,6 +43,15 @@ def redis_went_away() -> None:
 ])
 def test_a_result_is_idle_when_it_holds_nothing(result, idle):
     assert nothing_done(result) is idle
+
+
+@pytest.mark.parametrize(("result", "idle"), [
+    (None, True), ({"cluster": "bj-1", "nodes": 0, "skipped": 595, "released_count": 0, "errors": []}, True),
+    ({"skipped": "busy: another pass holds the lock"}, True),
+    ({"cluster": "bj-1", "nodes": 3, "skipped": 592}, False), ({"cluster": "bj-1", "errors": ["n1: refused"]}, False),
+])
+def test_a_pass_that_names_what_it_looked_at_is_idle_unless_it_did_something(result, idle):
+    assert idle_unless("nodes", "released_count", "errors")(result) is idle
 
 
 @pytest.mark.django_db

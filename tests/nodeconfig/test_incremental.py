@@ -82,3 +82,24 @@ def test_a_full_pass_records_every_live_targets_selection(fleet, admin_qos):
     reconcile(admin_qos)
     assert nodes_for_targets(admin_qos, [hdd.pk]).searched == {}
     assert NodeConfig.objects.filter(target=hdd).exists()
+
+
+def test_a_full_pass_that_wrote_nothing_records_no_job(fleet, admin_qos):
+    """The periodic full pass (``full_reconcile`` fans out one per type) over nodes already as
+    their targets say records no Job row (#32 goal 8: ~580 a day per type on the idle demo);
+    one that had to write a node's config records what it wrote."""
+    from core.models import Job
+    from nodeconfig.tasks import reconcile_type_task
+
+    hdd = save(admin_qos, "hdd", node_label_selector="diskMode=hdd")
+    reconcile_type_task(admin_qos.pk)
+    before = Job.objects.filter(kind="nodeconfig.reconcile_type").count()
+    result = reconcile_type_task(admin_qos.pk)
+    assert result["nodes"] == 18 and (result["written"], result["removed"], result["conflicts"]) == (0, 0, 0)
+    assert Job.objects.filter(kind="nodeconfig.reconcile_type").count() == before
+
+    NodeConfig.objects.filter(matched_target=hdd, node__name="bj-1-n000").delete()  # diskMode=hdd (i % 3 == 0)
+    result = reconcile_type_task(admin_qos.pk)
+    assert result["written"] == 1
+    assert Job.objects.filter(kind="nodeconfig.reconcile_type").count() == before + 1
+    assert Job.objects.filter(kind="nodeconfig.reconcile_type").latest("pk").result["written"] == 1
