@@ -110,15 +110,18 @@ def test_viewers_cannot_post(client, viewer, seed_example):
 
 
 def test_the_fleet_page_writes_figures_as_the_overview_does(client, viewer, cluster):
-    """Grouped by the language's separator (1,040), as every other page prints numbers."""
-    for index in range(10):
+    """Grouped by the language's separator (1,144), as every other page prints numbers, the
+    counts of where a request fits included."""
+    for index in range(11):
         seed_node(cluster, f"db-host-{index}")
     login(client, viewer)
     page = client.get(reverse("scheduling:cpu-fleet")).content.decode()
-    assert "of 1,040 logical CPUs" in page
-    assert re.search(r'<span class="value">9[0-9]{2}</span>', page), "sellable: fewer than a thousand here"
-    assert not re.search(r"\b\d{4,}\b(?![^<]*>)", page.split('<main', 1)[1].split("</main>")[0].replace("1,040", "")), \
-        "no ungrouped figure of four digits or more in the page's text"
+    assert "of 1,144 logical CPUs" in page and '<span class="value">1,056</span>' in page  # sellable
+    sized = client.get(reverse("scheduling:cpu-fleet"), {"request": 1}).content.decode()
+    assert "1,056 such instances sellable" in sized
+    for html in (page, sized):
+        text = re.sub(r"\d{1,3}(,\d{3})+", "", html.split("<main", 1)[1].split("</main>")[0])
+        assert not re.search(r"\b\d{4,}\b(?![^<]*>)", text), "no ungrouped figure of four digits or more in the page's text"
 
 
 def test_fleet_page_and_what_if(client, operator, cluster, seed_example):
