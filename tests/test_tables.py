@@ -102,6 +102,14 @@ def test_a_long_table_is_counted_only_as_deep_as_the_page_asked(client, viewer, 
     assert "Page 5 of 5" in last and "120 rows" in last and 'rel="next"' not in last and "node-119" in last
 
 
+def test_a_pager_writes_its_counts_as_every_page_writes_numbers(client, viewer, nodes):
+    """1,234 rows, not 1234 (and "more than 10,000")."""
+    Node.objects.bulk_create(Node(cluster=nodes, name=f"more-{i:04d}", ready=True) for i in range(1114))
+    client.force_login(viewer)
+    page = client.get("/fleet/clusters/big/").content.decode()
+    assert "1,234 rows" in page and "1234 rows" not in page and "Page 1 of 25" in page
+
+
 def test_nodes_keep_the_label_selector_and_sort_and_search(client, viewer, nodes):
     client.force_login(viewer)
     html = client.get("/fleet/clusters/big/?labelSelector=machineModel%3DA4&sort=-name&per_page=25").content.decode()
