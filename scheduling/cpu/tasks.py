@@ -34,11 +34,11 @@ def cpu_deliver(node_cpu_id: int) -> dict | None:
 
 #: A periodic pass that found every node as it left it records no job: on the idle 2,000-node
 #: demo 37 of 50 passes in ten minutes did nothing, each a Job row (~5,300 a day).
-RECONCILED = idle_unless("nodes", "released_count", "adopted_count", "conflicts", "errors")
+reconciled_nothing = idle_unless("nodes", "released_count", "adopted_count", "conflicts", "errors")
 
 
 @shared_task(name="scheduling.cpu_reconcile_cluster", ignore_result=True, on_busy="skip",
-             idle=staticmethod(RECONCILED))
+             idle=staticmethod(reconciled_nothing))
 def cpu_reconcile_cluster(cluster_name: str) -> dict | None:
     cluster = Cluster.objects.filter(name=cluster_name).first()
     if cluster is None:
