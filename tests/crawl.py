@@ -19,8 +19,10 @@ from django.urls import Resolver404, resolve
 
 #: Not pages to read: machine and REST endpoints, Django's admin, sign-out, static files.
 NOT_PAGES = ("/api/", "/admin/", "/accounts/", "/static/", "/i18n/", "/ws/", "/healthz", "/readyz", "/metrics")
-#: Query parameters that only re-sort, re-page or download the same rows.
-SAME_ROWS = ("sort", "page", "per_page", "columns", "export", "fragment", "format")
+#: Query parameters that only re-sort, re-page or download the same rows. (``per_page`` is not
+#: one: a table's sizes are a form, and the links that set one — "show all" on the CPU fleet
+#: page — open the page's largest view, which the page benchmark must measure.)
+SAME_ROWS = ("sort", "page", "columns", "export", "fragment", "format")
 
 
 @dataclass
