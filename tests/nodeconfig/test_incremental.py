@@ -92,14 +92,14 @@ def test_a_full_pass_that_wrote_nothing_records_no_job(fleet, admin_qos):
     from nodeconfig.tasks import reconcile_type_task
 
     hdd = save(admin_qos, "hdd", node_label_selector="diskMode=hdd")
-    reconcile_type_task(admin_qos.pk)
+    reconcile_type_task.apply(args=(admin_qos.pk,), headers={"celery_beat_task": True}).result
     before = Job.objects.filter(kind="nodeconfig.reconcile_type").count()
-    result = reconcile_type_task(admin_qos.pk)
+    result = reconcile_type_task.apply(args=(admin_qos.pk,), headers={"celery_beat_task": True}).result
     assert result["nodes"] == 18 and (result["written"], result["removed"], result["conflicts"]) == (0, 0, 0)
     assert Job.objects.filter(kind="nodeconfig.reconcile_type").count() == before
 
     NodeConfig.objects.filter(matched_target=hdd, node__name="bj-1-n000").delete()  # diskMode=hdd (i % 3 == 0)
-    result = reconcile_type_task(admin_qos.pk)
+    result = reconcile_type_task.apply(args=(admin_qos.pk,), headers={"celery_beat_task": True}).result
     assert result["written"] == 1
     assert Job.objects.filter(kind="nodeconfig.reconcile_type").count() == before + 1
     assert Job.objects.filter(kind="nodeconfig.reconcile_type").latest("pk").result["written"] == 1
