@@ -677,7 +677,8 @@ class SimulatedCluster:
         count, finished_at = _pod_count(workload, tick, self.spec.tick_seconds)
         demand = _pod_demand(pod_spec)
         placed = 0
-        names = [f"{owner_name}-{ordinal}" if kind == "StatefulSet" else f"{owner_name}-{_suffix(owner_uid, ordinal)}" for ordinal in range(count)]
+        names = [f"{owner_name}-{ordinal}" for ordinal in range(count)] if kind == "StatefulSet" else \
+            [f"{owner_name}-{suffix}" for suffix in _suffixes(owner_uid, count)]
         nodes = placer.place_replicas(namespace, names, pod_spec, *demand) if finished_at is None else [None] * count
         for name, node in zip(names, nodes, strict=True):
             node_name = node.name if node else (_finished_node(placer, name) if finished_at else "")
@@ -730,7 +731,7 @@ class SimulatedCluster:
             labels = {**((body.get("metadata") or {}).get("labels") or {}), "pod-template-hash": pod_hash}
             demand = _pod_demand(pod_spec)
             rs_available = 0
-            names = [f"{rs_name}-{_suffix(rs_uid, ordinal)}" for ordinal in range(count)]
+            names = [f"{rs_name}-{suffix}" for suffix in _suffixes(rs_uid, count)]
             for ordinal, (name, node) in enumerate(zip(names, placer.place_replicas(namespace, names, pod_spec, *demand), strict=True)):
                 ready = ordinal < ready_count
                 rs_available += node is not None and ready
@@ -815,10 +816,20 @@ def _finished_node(placer: Placer, name: str) -> str:
     return nodes[fnv32a(name.encode()) % len(nodes)].name if nodes else ""
 
 
-def _suffix(uid: str, ordinal: int) -> str:
-    alphabet = "bcdfghjklmnpqrstvwxz2456789"
-    h = fnv32a(f"{uid}:{ordinal}".encode())
-    return "".join(alphabet[(h >> (5 * i)) % len(alphabet)] for i in range(5))
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def _suffixes(uid: str, count: int) -> list[str]:
+    """The name suffixes of an owner's pods 0..count-1: five letters of FNV-1a of ``uid:ordinal``
+    (the owner's prefix hashed once: a million pods a fleet build)."""
+    alphabet, size = _SUFFIX_ALPHABET, len(_SUFFIX_ALPHABET)
+    prefix = fnv32a(f"{uid}:".encode())
+    suffixes = []
+    for ordinal in range(count):
+        h = fnv32a(str(ordinal).encode(), prefix)
+        suffixes.append(alphabet[h % size] + alphabet[(h >> 5) % size] + alphabet[(h >> 10) % size]
+                        + alphabet[(h >> 15) % size] + alphabet[(h >> 20) % size])
+    return suffixes
 
 
 def _pod(namespace: str, name: str, template: Mapping[str, Any], pod_spec: Mapping[str, Any], owner_kind: str, owner_name: str,

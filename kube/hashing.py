@@ -21,9 +21,11 @@ def canonical_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
 
 
-def fnv32a(data: bytes) -> int:
-    """32-bit FNV-1a, the hash KubeAdmiral shards its controllers by."""
-    h = _FNV32_OFFSET
+def fnv32a(data: bytes, state: int = _FNV32_OFFSET) -> int:
+    """32-bit FNV-1a, the hash KubeAdmiral shards its controllers by. ``state``: the hash of a
+    prefix, so ``fnv32a(b, fnv32a(a)) == fnv32a(a + b)`` (many keys sharing a long prefix hash
+    the prefix once)."""
+    h = state
     for byte in data:
         h = ((h ^ byte) * _FNV32_PRIME) & 0xFFFFFFFF
     return h

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from celery.contrib.testing.worker import start_worker
 from django.conf import settings
 
@@ -29,6 +31,11 @@ def test_stable_hash_is_fnv1a_and_process_independent():
     assert fnv32a(b"a") == 0xE40C292C
     assert fnv32a(b"foobar") == 0xBF9CF968
     assert stable_hash("cluster/bj-3") == stable_hash(b"cluster/bj-3")
+
+
+@given(st.binary(max_size=64), st.binary(max_size=64))
+def test_fnv1a_of_a_prefix_continues_to_the_whole(prefix: bytes, rest: bytes):
+    assert fnv32a(rest, fnv32a(prefix)) == fnv32a(prefix + rest)
 
 
 def test_shard_queue_names_follow_the_hash():

@@ -25,6 +25,21 @@ def test_same_seed_same_cluster_other_seed_other_cluster():
     assert [n["metadata"]["labels"] for n in other.nodes(5)] != [n["metadata"]["labels"] for n in a.nodes(5)]
 
 
+def test_pod_name_suffixes_are_fnv1a_of_owner_uid_and_ordinal():
+    """Pods keep the names they had before the owner's prefix was hashed once for all its pods."""
+    from fleet.simulator import _suffixes
+    from kube.hashing import fnv32a
+
+    def reference(uid: str, ordinal: int) -> str:
+        alphabet = "bcdfghjklmnpqrstvwxz2456789"
+        h = fnv32a(f"{uid}:{ordinal}".encode())
+        return "".join(alphabet[(h >> (5 * i)) % len(alphabet)] for i in range(5))
+
+    for uid in ("", "3f2a-sim", "0b8e4c1d-77aa-4e0b-9c1f-2f6d2a8e9b10"):
+        assert _suffixes(uid, 120) == [reference(uid, ordinal) for ordinal in range(120)]
+    assert _suffixes("u", 0) == []
+
+
 def test_fleet_builders_split_the_nodes():
     assert sum(s.node_count for s in demo_fleet(nodes=2000)) == 2000 and len(demo_fleet()) == 5
     big = large_fleet()
