@@ -55,39 +55,54 @@ def insert_rows(model: type[Model], rows: Sequence[dict], now: datetime) -> None
     if not rows:
         return
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    stamped = [dict(row, created=now, updated=now) for row in rows]
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    table = connection.ops.quote_name(model._meta.db_table)
     if is_postgres():
-        _copy_rows(model, fields, stamped)
-        return
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    placeholders = ", ".join(["%s"] * len(fields))
-    sql = f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) VALUES ({placeholders})"
-    encoders = [_encoder(f) for f in fields]
-    with connection.cursor() as cursor:
-        for start in range(0, len(stamped), BATCH):
-            cursor.executemany(sql, [[encode(row.get(f.attname)) for f, encode in zip(fields, encoders)]
-                                     for row in stamped[start : start + BATCH]])
-
-
-def _copy_rows(model: type[Model], fields: list, rows: list[dict]) -> None:
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    json_columns = {f.attname for f in fields if isinstance(f, JSONField)}
-    with connection.cursor() as cursor:
-        with cursor.cursor.copy(f"COPY {connection.ops.quote_name(model._meta.db_table)} ({columns}) FROM STDIN") as copy:
+        values = _row_values(fields, now, lambda field: (lambda value: None if value is None else dumps(value))
+                             if isinstance(field, JSONField) else None)
+        with connection.cursor() as cursor, cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
             for row in rows:
-                copy.write_row([
-                    dumps(row.get(f.attname)) if f.attname in json_columns and row.get(f.attname) is not None
-                    else row.get(f.attname)
-                    for f in fields
-                ])
+                copy.write_row(values(row))
+        return
+    values = _row_values(fields, now, _encoder)
+    sql = f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), BATCH):
+            cursor.executemany(sql, [values(row) for row in rows[start : start + BATCH]])
 
 
-def _encoder(field):
+_STAMPED = ("created", "updated")
+
+
+def _row_values(fields: list, now: datetime, encoder_of: Any) -> Any:
+    """A row's column values in ``fields`` order: ``encoder_of(field)`` applied where it gives
+    one, ``created``/``updated`` the stamp ``now`` (encoded once). Built per insert, called per
+    row: a row is a dict lookup per column, with no copy of the dict and no call for the
+    columns that need no encoding (most of them)."""
+    names = [f.attname for f in fields]
+    encoded = [(i, encode) for i, encode in enumerate(map(encoder_of, fields)) if encode is not None and names[i] not in _STAMPED]
+    stamps = [i for i, name in enumerate(names) if name in _STAMPED]
+    stamp_encoder = encoder_of(fields[stamps[0]]) if stamps else None
+    stamp = stamp_encoder(now) if stamp_encoder is not None else now
+
+    def values(row: dict) -> list:
+        found = [row.get(name) for name in names]
+        for i, encode in encoded:
+            found[i] = encode(found[i])
+        for i in stamps:
+            found[i] = stamp
+        return found
+
+    return values
+
+
+def _encoder(field) -> Any:
+    """How a column's value is written through the SQLite driver; None when it is written as it is."""
     if isinstance(field, JSONField):
         return lambda value: None if value is None else dumps(value)
     if isinstance(field, DateTimeField):
         return _datetime_encoder()
-    return lambda value: value
+    return None
 
 
 def _datetime_encoder() -> Any:
@@ -146,10 +161,14 @@ def _update_each(model: type[Model], pk, columns: list, rows: Sequence[dict]) ->
     quote = connection.ops.quote_name
     assignments = ", ".join(f"{quote(f.column)} = %s" for f in columns)
     sql = f"UPDATE {quote(model._meta.db_table)} SET {assignments} WHERE {quote(pk.column)} = %s"
-    encoders = [_encoder(f) for f in columns]
+    encoders = [_encoder(f) or _as_is for f in columns]
     with connection.cursor() as cursor:
         cursor.executemany(sql, [[encode(row[f.attname]) for f, encode in zip(columns, encoders)] + [row[pk.attname]]
                                  for row in rows])
+
+
+def _as_is(value: Any) -> Any:
+    return value
 
 
 def delete_in_batches(model: type[Model], pks: Sequence[int]) -> None:

@@ -1,4 +1,4 @@
-"""``core.sql.update_rows``: many rows' columns by primary key, as ``bulk_update`` would leave
+"""``core.sql.insert_rows`` and ``update_rows``: many new rows of a model as the ORM would write them; many rows' columns by primary key, as ``bulk_update`` would leave
 them (JSON, datetimes, NULLs, foreign keys), on SQLite and PostgreSQL alike — in one statement
 per batch on PostgreSQL, whose plan probes the primary key instead of evaluating a CASE per row."""
 
@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from core.sql import BATCH, update_rows
+from core.sql import BATCH, insert_rows, update_rows
 from fleet.models import Cluster, Pod, Workload
 
 
@@ -55,3 +55,27 @@ def test_nothing_to_update_sends_nothing(db):
     with CaptureQueriesContext(connection) as queries:
         update_rows(Pod, [], ["phase"])
     assert queries.captured_queries == []
+
+
+def test_rows_are_inserted_as_the_orm_would_write_them(pods):
+    workload, _ = pods
+    cluster = workload.cluster
+    now = datetime(2026, 7, 8, 9, 10, 11, 654321, tzinfo=UTC)
+    started = datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC)
+    columns = {"node_name": "n", "owner_kind": "ReplicaSet", "owner_name": "web-1", "memory_request_bytes": 1, "gpu_request": 0,
+               "content_hash": "h"}  # a sync's rows name every column
+    rows = [{**columns, "cluster_id": cluster.pk, "namespace": "ns", "name": "new-0", "uid": "n0", "workload_id": workload.pk,
+             "labels": {"app": "web", "nested": {"x": [1, "two", None]}}, "requests": {"cpu": "100m"}, "limits": {},
+             "phase": "Running", "cpu_request_milli": 2**40, "started_at": started, "finished_at": None,
+             "created": datetime(2000, 1, 1, tzinfo=UTC)},  # the stamp wins, as it always did
+            {**columns, "cluster_id": cluster.pk, "namespace": "ns", "name": "new-1", "uid": "n1", "workload_id": None,
+             "labels": {}, "requests": {}, "limits": {}, "phase": "", "cpu_request_milli": 0, "started_at": None,
+             "finished_at": started + timedelta(hours=1)}]
+    insert_rows(Pod, rows, now)
+    first, second = Pod.objects.get(uid="n0"), Pod.objects.get(uid="n1")
+    assert first.labels == {"app": "web", "nested": {"x": [1, "two", None]}} and first.requests == {"cpu": "100m"}
+    assert first.started_at == started and first.finished_at is None and first.workload_id == workload.pk
+    assert first.cpu_request_milli == 2**40 and first.phase == "Running" and first.created == first.updated == now
+    assert second.labels == {} and second.started_at is None and second.finished_at == started + timedelta(hours=1)
+    assert second.workload_id is None and second.created == second.updated == now
+    assert Pod.objects.filter(cluster=cluster).count() == 7
