@@ -17,7 +17,7 @@ from typing import Any
 
 from kube.hashing import facts_digest
 from kube.quantity import Quantity, QuantityError, parse_quantity
-from kube.resources import PodSpecError, ResourceList, UnsupportedWorkloadError, pod_limits, pod_requests, workload_pod_template, workload_replicas
+from kube.resources import PodSpecError, UnsupportedWorkloadError, pod_limits, pod_requests, workload_pod_template, workload_replicas
 
 GPU = "nvidia.com/gpu"
 CPU_TOPOLOGY_ANNOTATION = "scheduling.meridian.io/cpu-topology"
@@ -287,7 +287,26 @@ def _finished_at(status: Mapping[str, Any]) -> str | None:
     return max(times) if times else None
 
 
-_RESOURCE_PARTS = ("containers", "initContainers", "resources", "overhead")
+
+
+@dataclass(frozen=True, slots=True)
+class _PodResources:
+    """What a pod's facts say of its requests and limits (shared by pods with the same parts:
+    never changed in place)."""
+
+    requests: dict[str, str]
+    limits: dict[str, str]
+    cpu_request_milli: int
+    memory_request_bytes: int
+    gpu_request: int
+
+    @classmethod
+    def of(cls, pod: Mapping[str, Any]) -> _PodResources:
+        requests, limits = pod_requests(pod), pod_limits(pod)
+        return cls(_strings(requests), _strings(limits), _milli(requests, "cpu"), _whole(requests, "memory"), _whole(requests, GPU))
+
+
+_NO_RESOURCES = _PodResources({}, {}, 0, 0, 0)
 
 
 class _ResourceMemo:
@@ -297,19 +316,20 @@ class _ResourceMemo:
     keyed on cannot be reused by another object while it lives."""
 
     def __init__(self) -> None:
-        self._known: dict[tuple[int, ...], tuple[tuple[Any, ...], ResourceList, ResourceList]] = {}
+        self._known: dict[tuple[int, ...], tuple[tuple[Any, ...], _PodResources]] = {}
 
-    def get(self, pod: Mapping[str, Any], spec: Mapping[str, Any]) -> tuple[ResourceList, ResourceList]:
-        parts = tuple(spec.get(name) for name in _RESOURCE_PARTS)
+    def get(self, pod: Mapping[str, Any], spec: Mapping[str, Any]) -> _PodResources:
+        get = spec.get
+        parts = (get("containers"), get("initContainers"), get("resources"), get("overhead"))
         if not isinstance(parts[0], list) or spec is not pod.get("spec"):  # nothing shared worth keying on
-            return pod_requests(pod), pod_limits(pod)
-        key = tuple(map(id, parts))
+            return _PodResources.of(pod)
+        key = (id(parts[0]), id(parts[1]), id(parts[2]), id(parts[3]))
         known = self._known.get(key)
         if known is not None:
-            return known[1], known[2]
-        requests, limits = pod_requests(pod), pod_limits(pod)
-        self._known[key] = (parts, requests, limits)
-        return requests, limits
+            return known[1]
+        resources = _PodResources.of(pod)
+        self._known[key] = (parts, resources)
+        return resources
 
 
 def pod_facts(obj: Mapping[str, Any], errors: list[str], memo: _ResourceMemo | None = None) -> PodFacts | None:
@@ -321,17 +341,17 @@ def pod_facts(obj: Mapping[str, Any], errors: list[str], memo: _ResourceMemo | N
     spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
     status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
     try:
-        requests, limits = memo.get(obj, spec) if memo is not None else (pod_requests(obj), pod_limits(obj))
+        resources = memo.get(obj, spec) if memo is not None else _PodResources.of(obj)
     except (QuantityError, PodSpecError) as exc:
         errors.append(f"pod {namespace}/{name}: {exc}")
-        requests, limits = {}, {}
+        resources = _NO_RESOURCES
     owner_kind, owner_name = _controller(meta)
     phase = str(status.get("phase") or "Pending")
     return PodFacts(
         namespace=str(namespace), name=name, uid=uid, node_name=str(spec.get("nodeName") or ""),
         owner_kind=owner_kind, owner_name=owner_name, labels=_str_map(meta.get("labels")), phase=phase,
-        requests=_strings(requests), limits=_strings(limits),
-        cpu_request_milli=_milli(requests, "cpu"), memory_request_bytes=_whole(requests, "memory"), gpu_request=_whole(requests, GPU),
+        requests=resources.requests, limits=resources.limits, cpu_request_milli=resources.cpu_request_milli,
+        memory_request_bytes=resources.memory_request_bytes, gpu_request=resources.gpu_request,
         started_at=status.get("startTime") if isinstance(status.get("startTime"), str) else None,
         finished_at=_finished_at(status) if phase in TERMINAL_PHASES else None,
     )
@@ -485,7 +505,10 @@ def _owned(facts: PodFacts | None, replica_set_owner: Mapping[tuple[str, str], t
 
 
 def _sum_requested(snap: Snapshot) -> None:
+    """Each node's pods' requests, added in pod order. A requests dict pods share (replicas'
+    ``_PodResources``) is parsed once: the snapshot holds it, so its id names it meanwhile."""
     totals: dict[str, dict[str, Quantity]] = {}
+    parsed: dict[int, list[tuple[str, Quantity]]] = {}
     for pod in snap.pods.values():
         node = snap.nodes.get(pod.node_name) if pod.holds_node_resources else None
         if node is None:
@@ -495,8 +518,10 @@ def _sum_requested(snap: Snapshot) -> None:
         node.memory_requested_bytes += pod.memory_request_bytes
         node.gpu_requested += pod.gpu_request
         per_node = totals.setdefault(node.name, {})
-        for resource, text in pod.requests.items():
-            q = parse_quantity(text)
+        quantities = parsed.get(id(pod.requests))
+        if quantities is None:
+            quantities = parsed[id(pod.requests)] = [(resource, parse_quantity(text)) for resource, text in pod.requests.items()]
+        for resource, q in quantities:
             per_node[resource] = per_node[resource] + q if resource in per_node else q
     for name, resources in totals.items():
         snap.nodes[name].requested = _strings(resources)

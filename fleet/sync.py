@@ -189,9 +189,11 @@ def _write_pods(cluster: Cluster, snapshot: Snapshot, workload_ids: dict, report
         row["workload_id"] = workload_ids.get((facts.namespace, facts.owner_kind, facts.owner_name))
         current = existing.get(uid)
         if current is None and uid not in known_finished:
-            create.append(dict(row, cluster_id=cluster.pk))
+            row["cluster_id"] = cluster.pk  # ``row()`` builds a new dict each call: no copy needed
+            create.append(row)
         elif current is not None and current[1] != row["content_hash"]:
-            update.append(dict(row, id=current[0]))
+            row["id"] = current[0]
+            update.append(row)
     insert_rows(Pod, create, now)
     update_rows(Pod, update, [f for f in row_fields(Pod) if f not in {"uid"}])
     gone = [pk for uid, (pk, _) in existing.items() if uid not in snapshot.pods]
