@@ -7,8 +7,10 @@ database is written in one transaction per cluster, so readers never see half a 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Count, Q, Sum
@@ -131,24 +133,46 @@ def mark_unreachable(cluster: Cluster, exc: ConnectorError, now: datetime) -> No
         events.publish(f"cluster-{cluster.name}", "cluster.unreachable", {"cluster": cluster.name, "reason": exc.reason, "message": str(exc)})
 
 
+def _diff(cluster: Cluster, existing: Mapping[Any, tuple], rows: Iterable[tuple[Any, dict]], *,
+          unchanged: Callable[[tuple, dict], None] | None = None, skip: Container = ()) -> tuple[list[dict], list[dict]]:
+    """A snapshot's rows against what is stored (key -> ``(pk, digest, ...)``): the new ones, with
+    their cluster (keys in ``skip`` left out), and the changed ones, with their ``id``; each
+    unchanged one goes to ``unchanged(stored, row)``. Rows are ``row()``'s new dicts, filled in
+    place."""
+    create, update = [], []
+    for key, row in rows:
+        current = existing.get(key)
+        if current is None:
+            if key not in skip:
+                row["cluster_id"] = cluster.pk
+                create.append(row)
+        elif current[1] != row["content_hash"]:
+            row["id"] = current[0]
+            update.append(row)
+        elif unchanged is not None:
+            unchanged(current, row)
+    return create, update
+
+
+def _gone(existing: Mapping[Any, tuple], present: Container) -> list[int]:
+    return [stored[0] for key, stored in existing.items() if key not in present]
+
+
 def _write_nodes(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -> list[str]:
     """Write node rows; returns the names of nodes created or changed (labels among them)."""
     existing = {name: (pk, digest, usage) for pk, name, digest, *usage in Node.objects.filter(cluster=cluster).values_list(
         "pk", "name", "content_hash", *USAGE_FIELDS)}
-    create, update, usage_only = [], [], []
-    for name, facts in snapshot.nodes.items():
-        row = facts.row()
-        current = existing.get(name)
-        if current is None:
-            create.append(dict(row, cluster_id=cluster.pk))
-        elif current[1] != row["content_hash"]:
-            update.append(dict(row, id=current[0]))
-        elif tuple(current[2]) != tuple(row[f] for f in USAGE_FIELDS):
-            usage_only.append({"id": current[0], **{f: row[f] for f in USAGE_FIELDS}})
+    usage_only: list[dict] = []
+
+    def usage_changed(stored: tuple, row: dict) -> None:
+        if tuple(stored[2]) != tuple(row[f] for f in USAGE_FIELDS):
+            usage_only.append({"id": stored[0], **{f: row[f] for f in USAGE_FIELDS}})
+
+    create, update = _diff(cluster, existing, ((name, facts.row()) for name, facts in snapshot.nodes.items()), unchanged=usage_changed)
     insert_rows(Node, create, timezone.now())
     update_rows(Node, update, [f for f in row_fields(Node) if f != "name"])
     update_rows(Node, usage_only, list(USAGE_FIELDS))
-    gone = [pk for name, (pk, _, _) in existing.items() if name not in snapshot.nodes]
+    gone = _gone(existing, snapshot.nodes)
     delete_in_batches(Node, gone)
     report.created["nodes"], report.updated["nodes"], report.deleted["nodes"] = len(create), len(update), len(gone)
     return [row["name"] for row in create] + [row["name"] for row in update]
@@ -158,22 +182,15 @@ def _write_workloads(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -
     """Write workload rows; returns their ids by key and the keys created, changed or gone."""
     existing = {(ns, kind, name): (pk, digest) for pk, ns, kind, name, digest in Workload.objects.filter(cluster=cluster).values_list(
         "pk", "namespace", "kind", "name", "content_hash")}
-    create, update = [], []
-    for key, facts in snapshot.workloads.items():
-        row = facts.row()
-        current = existing.get(key)
-        if current is None:
-            create.append(dict(row, cluster_id=cluster.pk))
-        elif current[1] != row["content_hash"]:
-            update.append(dict(row, id=current[0]))
+    create, update = _diff(cluster, existing, ((key, facts.row()) for key, facts in snapshot.workloads.items()))
     insert_rows(Workload, create, timezone.now())
     update_rows(Workload, update, [f for f in row_fields(Workload) if f not in {"namespace", "kind", "name"}])
-    gone = [pk for key, (pk, _) in existing.items() if key not in snapshot.workloads]
+    gone = _gone(existing, snapshot.workloads)
     delete_in_batches(Workload, gone)
     report.created["workloads"], report.updated["workloads"], report.deleted["workloads"] = len(create), len(update), len(gone)
     rows = Workload.objects.filter(cluster=cluster).values_list("pk", "namespace", "kind", "name")
     changed = [(row["namespace"], row["kind"], row["name"]) for row in create]
-    changed += [(row["namespace"], row["kind"], row["name"]) for row in update] + [key for key, (pk, _) in existing.items() if key not in snapshot.workloads]
+    changed += [(row["namespace"], row["kind"], row["name"]) for row in update] + [key for key in existing if key not in snapshot.workloads]
     return {(ns, kind, name): pk for pk, ns, kind, name in rows}, changed
 
 
@@ -182,21 +199,18 @@ def _write_pods(cluster: Cluster, snapshot: Snapshot, workload_ids: dict, report
     existing = {uid: (pk, digest) for pk, uid, digest in Pod.objects.filter(cluster=cluster, finished_at__isnull=True).values_list(
         "pk", "uid", "content_hash")}
     known_finished = _finished_uids(cluster, [uid for uid in snapshot.pods if uid not in existing])
-    create, update = [], []
-    for uid, facts in snapshot.pods.items():
-        row = facts.row()
-        row["started_at"], row["finished_at"] = parse_time(row["started_at"]), parse_time(row["finished_at"])
-        row["workload_id"] = workload_ids.get((facts.namespace, facts.owner_kind, facts.owner_name))
-        current = existing.get(uid)
-        if current is None and uid not in known_finished:
-            row["cluster_id"] = cluster.pk  # ``row()`` builds a new dict each call: no copy needed
-            create.append(row)
-        elif current is not None and current[1] != row["content_hash"]:
-            row["id"] = current[0]
-            update.append(row)
+
+    def rows() -> Iterator[tuple[str, dict]]:
+        for uid, facts in snapshot.pods.items():
+            row = facts.row()
+            row["started_at"], row["finished_at"] = parse_time(row["started_at"]), parse_time(row["finished_at"])
+            row["workload_id"] = workload_ids.get((facts.namespace, facts.owner_kind, facts.owner_name))
+            yield uid, row
+
+    create, update = _diff(cluster, existing, rows(), skip=known_finished)
     insert_rows(Pod, create, now)
     update_rows(Pod, update, [f for f in row_fields(Pod) if f not in {"uid"}])
-    gone = [pk for uid, (pk, _) in existing.items() if uid not in snapshot.pods]
+    gone = _gone(existing, snapshot.pods)
     for start in range(0, len(gone), BATCH):
         Pod.objects.filter(pk__in=gone[start : start + BATCH]).update(finished_at=now)
     report.created["pods"], report.updated["pods"], report.deleted["pods"] = len(create), len(update), len(gone)
