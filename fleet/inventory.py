@@ -527,10 +527,15 @@ def _sum_requested(snap: Snapshot) -> None:
         snap.nodes[name].requested = _strings(resources)
 
 
-def parse_time(text: str | None) -> datetime | None:
-    """RFC 3339 timestamps as the API server writes them (``Z`` suffix included)."""
-    if not text:
-        return None
+def parse_time(text: Any) -> datetime | None:
+    """RFC 3339 timestamps as the API server writes them (``Z`` suffix included); None for
+    anything else (a malformed object's timestamp never stops a sync)."""
+    return _parse_time_text(text) if isinstance(text, str) and text else None
+
+
+@lru_cache(maxsize=4096)
+def _parse_time_text(text: str) -> datetime | None:
+    """Kept per text: a workload's pods start at the same second, and a sync reads a million."""
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

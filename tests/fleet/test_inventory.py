@@ -67,6 +67,15 @@ def test_a_malformed_quantity_is_reported_and_the_rest_of_the_node_kept():
     assert len(snap.errors) == 1 and "node n1" in snap.errors[0] and "cpu" in snap.errors[0] and "lots" in snap.errors[0]
 
 
+def test_a_metrics_timestamp_that_is_not_a_string_leaves_the_usage_without_a_time():
+    metrics = [{"metadata": {"name": "n1"}, "usage": {"cpu": "2", "memory": "1Gi"}, "timestamp": 1700000000},
+               {"metadata": {"name": "n2"}, "usage": {"cpu": "1"}, "timestamp": {"seconds": 1}},
+               {"metadata": {"name": "n3"}, "usage": {"cpu": "1"}, "timestamp": "2026-11-20T10:00:00Z"}]
+    snap = build_snapshot([node("n1"), node("n2"), node("n3")], [], [], metrics)
+    assert snap.nodes["n1"].cpu_usage_milli == 2000 and snap.nodes["n1"].usage_time is None
+    assert snap.nodes["n2"].usage_time is None and snap.nodes["n3"].usage_time.isoformat() == "2026-11-20T10:00:00+00:00"
+
+
 def test_objects_without_names_are_skipped_with_an_error():
     snap = build_snapshot([{"metadata": {}}, {"status": {}}], [{"metadata": {"name": "p"}}], [])
     assert snap.nodes == {} and snap.pods == {} and len(snap.errors) == 3
