@@ -8,7 +8,8 @@ whatever else Redis holds (a SCAN for per-worker keys walked the whole keyspace:
 round trips, 180 ms of every overview, /readyz and /metrics once the fleet's keys were in).
 A task message sent while a request is served carries the request's id (``core.logs``); the
 task runs with it bound, so its log lines and audit entries name the request that asked for
-the work.
+the work. Bulk work that builds millions of objects (an inventory sync) pauses the cyclic
+collector meanwhile (``collector_paused``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from celery.signals import before_task_publish, task_postrun, task_prerun, worker_process_init, worker_ready, worker_shutdown
 
@@ -102,6 +106,44 @@ def freeze_startup_heap() -> None:
     cluster, 297 ms frozen). Objects made later are collected as before; what is frozen is still
     freed by reference counting, only cycles among it would stay."""
     gc.freeze()
+
+
+#: While syncs overlap without end (watched clusters sync in threads), a full collection at
+#: most this often, so cycles made meanwhile are still freed.
+COLLECT_EVERY_SECONDS = 30.0
+_pause = threading.Lock()
+_pauses = 0
+_resume = False
+_collected = 0.0
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside (reference counting frees as always). Work that
+    builds millions of young objects it keeps (a 20,000-node cluster's snapshot, simulated or
+    listed) set off a full collection at every quarter of growth, each walking everything:
+    a quarter of a large cluster's sync (``bench/bench_fleet.py``). Process-wide, counted
+    across threads: the collector comes back when the last one leaves, if it was on; while
+    pauses overlap without end, one leaving collects at most every ``COLLECT_EVERY_SECONDS``."""
+    global _pauses, _resume, _collected
+    with _pause:
+        if _pauses == 0:
+            _resume, _collected = gc.isenabled(), time.monotonic()
+            gc.disable()
+        _pauses += 1
+    try:
+        yield
+    finally:
+        collect = False
+        with _pause:
+            _pauses -= 1
+            if _pauses == 0:
+                if _resume:
+                    gc.enable()
+            elif _resume and time.monotonic() - _collected >= COLLECT_EVERY_SECONDS:
+                _collected, collect = time.monotonic(), True
+        if collect:
+            gc.collect()
 
 
 @worker_process_init.connect

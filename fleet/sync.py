@@ -20,6 +20,7 @@ from core import events
 from core.audit import record_change
 from core.jobs import checkpoint
 from core.sql import BATCH, delete_in_batches, insert_rows, update_rows
+from core.worker_signals import collector_paused
 
 from kube.quantity import BINARY_SI, DECIMAL_SI, Quantity
 
@@ -86,8 +87,13 @@ def read_informed(connector: Connector, informers: ClusterInformers) -> tuple[Sn
 
 def sync_cluster(cluster: Cluster, connector: Connector, *, now: datetime | None = None,
                  informers: ClusterInformers | None = None) -> SyncReport:
-    """Mirror the cluster into the inventory; through ``informers`` when given (watches instead of lists)."""
-    now = now or timezone.now()
+    """Mirror the cluster into the inventory; through ``informers`` when given (watches instead
+    of lists). The cyclic collector waits meanwhile: a sync builds and keeps millions of objects."""
+    with collector_paused():
+        return _sync_cluster(cluster, connector, now or timezone.now(), informers)
+
+
+def _sync_cluster(cluster: Cluster, connector: Connector, now: datetime, informers: ClusterInformers | None) -> SyncReport:
     report = SyncReport(cluster=cluster.name)
     try:
         snapshot, version, api_resources = read_cluster(connector) if informers is None else read_informed(connector, informers)

@@ -1,9 +1,15 @@
-"""A Celery pool process freezes its startup heap (``core.worker_signals.freeze_startup_heap``)."""
+"""A Celery pool process freezes its startup heap (``core.worker_signals.freeze_startup_heap``);
+bulk work pauses the cyclic collector (``collector_paused``), across threads, and never for good."""
 
 from __future__ import annotations
 
 import gc
 import multiprocessing
+import threading
+import weakref
+
+from core import worker_signals
+from core.worker_signals import collector_paused
 
 
 def _pool_process(pipe) -> None:
@@ -32,3 +38,61 @@ def test_a_pool_process_moves_its_startup_heap_out_of_the_collectors_way():
     assert before == 0
     assert frozen > 10_000, frozen  # Django and the apps: what every full collection walked again
     assert after == frozen and tracked, "objects made later are collected as before"
+
+
+def test_the_collector_is_paused_inside_and_back_after():
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled(), "an inner pause leaving does not end the outer one"
+    assert gc.isenabled()
+
+
+def test_a_collector_off_before_stays_off():
+    gc.disable()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_pauses_in_threads_end_when_the_last_one_leaves():
+    entered, leave_first, first_left = threading.Event(), threading.Event(), threading.Event()
+
+    def first() -> None:
+        with collector_paused():
+            entered.set()
+            leave_first.wait(10)
+        first_left.set()
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert entered.wait(10)
+    with collector_paused():
+        leave_first.set()
+        assert first_left.wait(10)
+        assert not gc.isenabled(), "the other thread's pause still holds"
+    thread.join(10)
+    assert gc.isenabled()
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_overlapping_pauses_without_end_still_collect_cycles(monkeypatch):
+    monkeypatch.setattr(worker_signals, "COLLECT_EVERY_SECONDS", 0.0)
+    with collector_paused():  # another sync, running all along
+        cycle = _Cycle()
+        alive = weakref.ref(cycle)
+        del cycle
+        assert alive() is not None, "only the cyclic collector frees a cycle"
+        with collector_paused():
+            pass
+        assert alive() is None, "a pause that left collected, though another still holds"
+    assert gc.isenabled()
