@@ -58,8 +58,7 @@ def insert_rows(model: type[Model], rows: Sequence[dict], now: datetime) -> None
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     table = connection.ops.quote_name(model._meta.db_table)
     if is_postgres():
-        values = _row_values(fields, now, lambda field: (lambda value: None if value is None else dumps(value))
-                             if isinstance(field, JSONField) else None)
+        values = _row_values(fields, now, lambda field: _encoder(field, copy=True))
         with connection.cursor() as cursor, cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(values(row))
@@ -96,13 +95,18 @@ def _row_values(fields: list, now: datetime, encoder_of: Any) -> Any:
     return values
 
 
-def _encoder(field) -> Any:
-    """How a column's value is written through the SQLite driver; None when it is written as it is."""
+def _encoder(field, *, copy: bool = False) -> Any:
+    """How a column's value is written through the driver (``copy``: PostgreSQL's COPY, which
+    adapts datetimes itself); None when it is written as it is."""
     if isinstance(field, JSONField):
-        return lambda value: None if value is None else dumps(value)
-    if isinstance(field, DateTimeField):
+        return _json_text
+    if isinstance(field, DateTimeField) and not copy:
         return _datetime_encoder()
     return None
+
+
+def _json_text(value: Any) -> str | None:
+    return None if value is None else dumps(value)
 
 
 def _datetime_encoder() -> Any:
