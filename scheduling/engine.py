@@ -654,11 +654,14 @@ class Scheduler:
         def resolve(lo: int, window: Any) -> None:
             unknown = np.flatnonzero(window == _UNKNOWN)
             if vector is not None and len(unknown) >= _VECTOR_FROM:
-                # The same values as ``value``'s, for the window and the positions after it up
-                # to ``_VECTOR_CHUNK``: an array call costs about the same over 100 nodes as over
-                # 500, and the next replicas' windows follow this one.
-                hi = max(lo + len(window), min(lo + _VECTOR_CHUNK, len(scores)))
-                scores[lo:hi] = vector(columns, at_all[lo:hi])
+                # The same values as ``value``'s, for the window's unknown positions and those
+                # after it up to ``_VECTOR_CHUNK``: an array call costs about the same over 100
+                # nodes as over 500, and the next replicas' windows follow this one.
+                ahead = min(lo + _VECTOR_CHUNK, len(scores)) - (lo + len(window))
+                if ahead > 0:
+                    after = scores[lo + len(window) : lo + len(window) + ahead]
+                    unknown = np.concatenate((unknown, len(window) + np.flatnonzero(after == _UNKNOWN)))
+                scores[lo + unknown] = vector(columns, at_all[lo + unknown])
             else:
                 for k in unknown.tolist():
                     window[k] = value(nodes[positions[lo + k]])
