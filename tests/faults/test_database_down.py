@@ -7,11 +7,11 @@ its return, the browser session still valid."""
 
 from __future__ import annotations
 
-import threading
 import time
-from dataclasses import dataclass
 
 import httpx
+
+from tests.ha.load import Call, Load, Result
 
 from .processes import Meridian, PrivatePostgres, PrivateRedis, wait_until
 
@@ -22,68 +22,21 @@ ANSWER_WITHIN = 2.0
 RECOVER_WITHIN = 15.0
 
 
-@dataclass
-class Answer:
-    path: str
-    sent: float
-    took: float
-    status: int | None  # None: no answer (a transport error)
-    body: str
-
-
-class Load:
-    """CLIENTS threads asking in turn for a page, REST lists and the machine endpoints."""
-
-    def __init__(self, base: str, token: str, session_cookies: httpx.Cookies) -> None:
-        self.base, self.token, self.cookies = base, token, session_cookies
-        self.answers: list[Answer] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self.threads = [threading.Thread(target=self._client, args=(n,), daemon=True) for n in range(CLIENTS)]
-
-    def _requests(self, n: int):
-        api = {"Authorization": f"Token {self.token}"}
-        return [
-            ("GET", "/api/v1/fleet/clusters/", api, None),
-            ("GET", "/api/v1/core/jobs/", api, None),
-            ("GET", "/api/v1/nodeconfig/targets/", api, None),
-            ("GET", "/fleet/", None, self.cookies),
-            ("GET", "/nodeconfig/", None, self.cookies),
-            ("GET", "/api/agent/v1/clusters/x/nodes/y/config", {"Authorization": "Bearer mag_unknown"}, None),
-            ("POST", "/api/admission/v1/quotas/validate", {"Authorization": "Bearer mwh_unknown"}, None),
-        ]
-
-    def _client(self, n: int) -> None:
-        requests = self._requests(n)
-        with httpx.Client(base_url=self.base, timeout=30) as client:
-            i = n
-            while not self._stop.is_set():
-                method, path, headers, cookies = requests[i % len(requests)]
-                i += 1
-                sent = time.monotonic()
-                try:
-                    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u"}}
-                    response = client.request(method, path, headers=headers, cookies=cookies,
-                                              json=body if method == "POST" else None)
-                    status, body = response.status_code, response.text[:300]
-                except httpx.HTTPError as exc:
-                    status, body = None, repr(exc)
-                with self._lock:
-                    self.answers.append(Answer(path, sent, time.monotonic() - sent, status, body))
-
-    def __enter__(self) -> Load:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        for thread in self.threads:
-            thread.join(timeout=60)
-
-    def between(self, start: float, end: float) -> list[Answer]:
-        with self._lock:
-            return [a for a in self.answers if start <= a.sent < end]
+def calls(token: str, session_cookies: httpx.Cookies) -> list[Call]:
+    """A page, REST lists and the machine endpoints (with tokens they do not know: 401 while
+    healthy, and they must not wait for the database to say so)."""
+    api = {"Authorization": f"Token {token}"}
+    browser = {"Cookie": "; ".join(f"{name}={value}" for name, value in session_cookies.items())}
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u"}}
+    return [(path, method, path, headers, body) for method, path, headers, body in [
+        ("GET", "/api/v1/fleet/clusters/", api, None),
+        ("GET", "/api/v1/core/jobs/", api, None),
+        ("GET", "/api/v1/nodeconfig/targets/", api, None),
+        ("GET", "/fleet/", browser, None),
+        ("GET", "/nodeconfig/", browser, None),
+        ("GET", "/api/agent/v1/clusters/x/nodes/y/config", {"Authorization": "Bearer mag_unknown"}, None),
+        ("POST", "/api/admission/v1/quotas/validate", {"Authorization": "Bearer mwh_unknown"}, review),
+    ]]
 
 
 def test_sixteen_clients_get_a_503_within_two_seconds_while_the_database_is_down_three_times(tmp_path):
@@ -104,7 +57,7 @@ def test_sixteen_clients_get_a_503_within_two_seconds_while_the_database_is_down
                                                       "csrfmiddlewaretoken": browser.cookies["csrftoken"]}).status_code == 302
         assert api.get("/api/v1/fleet/clusters/").status_code == 200
 
-        with Load(meridian.base, token, browser.cookies) as load:
+        with Load(meridian.base, calls(token, browser.cookies), threads=CLIENTS, pause=0) as load:
             for round_ in range(ROUNDS):
                 time.sleep(3)
                 healthy = load.between(time.monotonic() - 3, time.monotonic())
@@ -127,7 +80,7 @@ def test_sixteen_clients_get_a_503_within_two_seconds_while_the_database_is_down
                 assert not slow, f"round {round_}: {len(slow)} answers slower than {ANSWER_WITHIN} s: {_summary(slow)}"
                 wrong = [a for a in down if not clean_refusal(a)]
                 assert not wrong, f"round {round_}: answers other than a clean 503: {_summary(wrong)}"
-                assert not [a for a in down if "Traceback" in a.body]
+                assert not [a for a in down if "Traceback" in a.detail]
 
                 wait_until(lambda: api.get("/api/v1/fleet/clusters/").status_code == 200, timeout=RECOVER_WITHIN + 5,
                            interval=0.2, what="the API to recover")
@@ -145,20 +98,21 @@ def test_sixteen_clients_get_a_503_within_two_seconds_while_the_database_is_down
         postgres.close()
 
 
-def served(answer: Answer) -> bool:
-    """What a healthy Meridian answers: 200, and 401 to the machine endpoints' unknown tokens."""
-    return answer.status == (401 if answer.path.startswith(("/api/agent/", "/api/admission/")) else 200)
+def served(answer: Result) -> bool:
+    """What a healthy Meridian answers: 200, and 401 to the machine endpoints' unknown tokens
+    (a call's kind is its path)."""
+    return answer.status == (401 if answer.kind.startswith(("/api/agent/", "/api/admission/")) else 200)
 
 
-def clean_refusal(answer: Answer) -> bool:
+def clean_refusal(answer: Result) -> bool:
     """A 503 (the REST API's with the one error body); a machine endpoint may also refuse an
     unknown token it could tell without the database (401)."""
-    if answer.path.startswith(("/api/agent/", "/api/admission/")):
+    if answer.kind.startswith(("/api/agent/", "/api/admission/")):
         return answer.status in (401, 503)
-    if answer.path.startswith("/api/"):
-        return answer.status == 503 and '"unavailable"' in answer.body
+    if answer.kind.startswith("/api/"):
+        return answer.status == 503 and '"unavailable"' in answer.detail
     return answer.status == 503
 
 
-def _summary(answers: list[Answer]) -> list[tuple]:
-    return [(a.path, a.status, round(a.took, 2), a.body[:80]) for a in answers[:8]]
+def _summary(answers: list[Result]) -> list[tuple]:
+    return [(a.kind, a.status, round(a.took, 2), a.detail[:80]) for a in answers[:8]]

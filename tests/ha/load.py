@@ -1,7 +1,7 @@
-"""Steady load through the proxy while the HA tests break things: the REST API (reads and
-requested syncs), node agents (config polls with ETags, status reports), the quota webhook,
-and websocket clients that reconnect as ``live.js`` does and account for every event by its
-sequence number."""
+"""Steady load while a test breaks things: threads cycling through a list of requests (the HA
+tests' through the proxy: the REST API, node agents, the quota webhook; the database-outage
+test's: pages, REST lists and machine endpoints), and websocket clients that reconnect as
+``live.js`` does and account for every event by its sequence number."""
 
 from __future__ import annotations
 
@@ -42,53 +42,63 @@ def review(uid: str) -> dict:
         "namespace": "ha", "name": deployment["metadata"]["name"], "object": deployment, "userInfo": {"username": "kube"}}}
 
 
-class Load:
-    """``threads`` callers, each cycling through the kinds of request, and websocket clients."""
+#: One kind of request a load thread makes: (kind, method, path, headers, JSON body); the body
+#: ``REVIEW`` is a new AdmissionReview each time, whose answer must name its uid.
+Call = tuple[str, str, str, dict, object]
+REVIEW = "review"
 
-    def __init__(self, base: str, *, token: str, agent_token: str, webhook_token: str, cluster: str, node: str,
-                 threads: int = 6, sockets: int = 2, syncs: bool = True) -> None:
-        self.base, self.token, self.agent, self.webhook = base, token, agent_token, webhook_token
-        self.cluster, self.node, self.syncs = cluster, node, syncs
+
+def ha_calls(*, token: str, agent_token: str, webhook_token: str, cluster: str, node: str, syncs: bool = True) -> list[Call]:
+    """The REST API (reads and requested syncs), a node agent (config poll, status report), the
+    quota webhook and a page."""
+    api = {"Authorization": f"Token {token}"}
+    agent = {"Authorization": f"Bearer {agent_token}"}
+    config = f"/api/agent/v1/clusters/{cluster}/nodes/{node}/config"
+    calls: list[Call] = [
+        ("rest-read", "GET", "/api/v1/fleet/clusters/", api, None),
+        ("agent-poll", "GET", config, agent, None),
+        ("agent-status", "POST", config.replace("/config", "/status"), agent, {"applied": {}}),
+        ("webhook", "POST", "/api/admission/v1/quotas/validate", {"Authorization": f"Bearer {webhook_token}"}, REVIEW),
+        ("page", "GET", "/healthz", {}, None),
+    ]
+    if syncs:
+        calls.append(("rest-write", "POST", f"/api/v1/fleet/clusters/{cluster}/sync/", api, None))
+    return calls
+
+
+class Load:
+    """``threads`` callers, each cycling through ``calls`` (pausing ``pause`` seconds between
+    requests), and the websocket clients ``sockets``; every answer recorded as a ``Result``
+    (its body's start when it is an error)."""
+
+    def __init__(self, base: str, calls: list[Call], *, threads: int = 6, sockets: list[Subscriber] | None = None,
+                 pause: float = 0.05) -> None:
+        self.base, self.calls, self.pause = base, calls, pause
         self.results: list[Result] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self.sockets = [Subscriber(base, token, [f"cluster-{cluster}", "system"]) for _ in range(sockets)]
+        self.sockets = sockets or []
         self.threads = [threading.Thread(target=self._caller, args=(n,), daemon=True) for n in range(threads)]
 
-    def _calls(self):
-        api = {"Authorization": f"Token {self.token}"}
-        agent = {"Authorization": f"Bearer {self.agent}"}
-        config = f"/api/agent/v1/clusters/{self.cluster}/nodes/{self.node}/config"
-        calls = [
-            ("rest-read", "GET", "/api/v1/fleet/clusters/", api, None),
-            ("agent-poll", "GET", config, agent, None),
-            ("agent-status", "POST", config.replace("/config", "/status"), agent, {"applied": {}}),
-            ("webhook", "POST", "/api/admission/v1/quotas/validate", {"Authorization": f"Bearer {self.webhook}"}, "review"),
-            ("page", "GET", "/healthz", {}, None),
-        ]
-        if self.syncs:
-            calls.append(("rest-write", "POST", f"/api/v1/fleet/clusters/{self.cluster}/sync/", api, None))
-        return calls
-
     def _caller(self, n: int) -> None:
-        calls = self._calls()
         with httpx.Client(base_url=self.base, timeout=30) as client:
             i = n
             while not self._stop.is_set():
-                kind, method, path, headers, body = calls[i % len(calls)]
+                kind, method, path, headers, body = self.calls[i % len(self.calls)]
                 i += 1
-                payload = review(str(uuid.uuid4())) if body == "review" else body
+                payload = review(str(uuid.uuid4())) if body == REVIEW else body
                 sent = time.monotonic()
                 try:
                     response = client.request(method, path, headers=headers, json=payload)
-                    status, detail = response.status_code, (response.text[:200] if response.status_code >= 400 else "")
-                    if kind == "webhook" and status == 200 and response.json()["response"]["uid"] != payload["request"]["uid"]:
+                    status, detail = response.status_code, (response.text[:300] if response.status_code >= 400 else "")
+                    if body == REVIEW and status == 200 and response.json()["response"]["uid"] != payload["request"]["uid"]:
                         status, detail = 599, "answered another review"
                 except httpx.HTTPError as exc:
                     status, detail = None, repr(exc)
                 with self._lock:
                     self.results.append(Result(kind, sent, time.monotonic() - sent, status, detail))
-                time.sleep(0.05)
+                if self.pause:
+                    time.sleep(self.pause)
 
     def __enter__(self) -> Load:
         for subscriber in self.sockets:

@@ -24,7 +24,7 @@ import pytest
 from tests.faults.processes import wait_until
 
 from .conftest import BEATS, WEBS, Stack
-from .load import Load
+from .load import Load, Subscriber, ha_calls
 
 CLUSTER = "ha-east"
 
@@ -43,9 +43,11 @@ def fleet(stack: Stack) -> dict:
             "webhook": api.post(f"/api/v1/fleet/clusters/{CLUSTER}/webhook-tokens/", json={}).json()["token"]}
 
 
-def load(stack: Stack, fleet: dict, **options) -> Load:
-    return Load(stack.base, token=stack.token, agent_token=fleet["agent"], webhook_token=fleet["webhook"],
-                cluster=CLUSTER, node=fleet["node"], **options)
+def load(stack: Stack, fleet: dict, *, threads: int = 6, sockets: int = 2, syncs: bool = True) -> Load:
+    calls = ha_calls(token=stack.token, agent_token=fleet["agent"], webhook_token=fleet["webhook"], cluster=CLUSTER,
+                     node=fleet["node"], syncs=syncs)
+    return Load(stack.base, calls, threads=threads,
+                sockets=[Subscriber(stack.base, stack.token, [f"cluster-{CLUSTER}", "system"]) for _ in range(sockets)])
 
 
 def db(stack: Stack) -> psycopg.Connection:
