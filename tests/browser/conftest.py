@@ -60,3 +60,10 @@ def wait_js(page, predicate: str, *, timeout: float = 30000) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"not true within {timeout / 1000:.0f} s: {predicate}")
         page.wait_for_timeout(50)
+
+
+def wait_live(page) -> None:
+    """Until the page's live socket is open, and a moment more: its subscribe messages are in
+    flight once it opened."""
+    wait_js(page, "document.body.dataset.live === '1'")
+    page.wait_for_timeout(300)

@@ -17,7 +17,7 @@ from fleet.models import Cluster
 from tests.federation.conftest import deployment, fleet3, spread_policy  # noqa: F401 (fixtures)
 
 from .test_console_live import log_in
-from .conftest import wait_js
+from .conftest import wait_js, wait_live
 
 pytestmark = pytest.mark.browser
 
@@ -41,11 +41,6 @@ def reconcile(pk: int) -> str | None:
     phase = reconcile_object(pk)
     live.publish_pending()
     return phase
-
-
-def wait_live(page) -> None:
-    wait_js(page, "document.body.dataset.live === '1'")
-    page.wait_for_timeout(300)  # the subscribe messages are in flight once the socket opened
 
 
 def member_rows(page) -> dict[str, dict[str, str]]:

@@ -18,7 +18,7 @@ from tests.nodeconfig.conftest import admin_qos, clean_agent_cache, fleet, settl
 from tests.workers import purge_queues, shard_worker, wait_for_job  # noqa: F401
 
 from .test_console_live import log_in
-from .conftest import wait_js
+from .conftest import wait_live
 
 pytestmark = pytest.mark.browser
 FAR_FUTURE = 4_000_000_000.0  # every simulated agent's delay has passed
@@ -53,11 +53,6 @@ def create_and_settle(config_type, spec: TargetSpec) -> ConfigTarget:
 def counts_on(page, selector: str) -> dict[str, int]:
     return {name: int(page.locator(f'{selector} [data-count="{name}"]').first.inner_text())
             for name in ("applied", "failed", "pending", "held", "targeted")}
-
-
-def wait_live(page) -> None:
-    wait_js(page, "document.body.dataset.live === '1'")
-    page.wait_for_timeout(300)  # the subscribe messages are in flight once the socket opened
 
 
 def test_progress_bars_fill_live_as_agents_acknowledge(page, asgi_server, viewer, fleet, admin_qos,  # noqa: F811

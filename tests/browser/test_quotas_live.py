@@ -8,7 +8,7 @@ import pytest
 from quotas import services
 
 from .test_console_live import log_in, publish_from_another_thread
-from .conftest import wait_js
+from .conftest import wait_js, wait_live
 
 pytestmark = pytest.mark.browser
 RED = "rgb(197, 48, 48)"
@@ -37,11 +37,6 @@ def sector_fills(page) -> dict[str, str]:
       });
       return fills;
     }""", SECTORS)
-
-
-def wait_live(page) -> None:
-    wait_js(page, "document.body.dataset.live === '1'")
-    page.wait_for_timeout(300)  # the subscribe message is in flight once the socket opened
 
 
 def test_the_treemap_draws_every_group_and_recolours_per_resource(page, asgi_server, viewer, tree):
