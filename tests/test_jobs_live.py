@@ -21,6 +21,7 @@ from core.jobs import cancel_job, enqueue
 from core.models import Job
 from core.sharding import sharded_task
 
+from .faults.processes import wait_until
 from .workers import shard_worker, wait_for_job
 
 logger = logging.getLogger("tests.jobs")
@@ -64,21 +65,12 @@ async def close_executor_connections():
     await sync_to_async(connections.close_all)()
 
 
-def wait(predicate, timeout: float = 30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("not in time")
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_jobs_log_is_written_while_it_runs():
     with shard_worker("tests/log-1"):
         job = enqueue("tests.chatty", "log-1")
-        wait(lambda: "first line of log-1" in Job.objects.get(pk=job.pk).log)
+        wait_until(lambda: "first line of log-1" in Job.objects.get(pk=job.pk).log, timeout=30, interval=0.05,
+                   what="the job's first log line")
         running = Job.objects.get(pk=job.pk)
         assert running.status == Job.Status.RUNNING and "second line" not in running.log, "written before the job ended"
         release.set()
@@ -135,11 +127,12 @@ async def test_a_jobs_log_lines_arrive_on_its_topic(django_user_model, close_exe
 def test_cancel_stops_running_work_at_its_next_checkpoint():
     with shard_worker("tests/cancel-1"):
         job = enqueue("tests.long_units", "cancel-1", 400)  # 20 s of work if nobody stops it
-        wait(lambda: Job.objects.get(pk=job.pk).status == Job.Status.RUNNING)
+        wait_until(lambda: Job.objects.get(pk=job.pk).status == Job.Status.RUNNING, timeout=30, interval=0.05,
+                   what="the job running")
         time.sleep(0.5)
         canceled_at = time.monotonic()
         cancel_job(Job.objects.get(pk=job.pk))
-        wait(lambda: Job.objects.get(pk=job.pk).worker == "", timeout=10)
+        wait_until(lambda: Job.objects.get(pk=job.pk).worker == "", timeout=10, interval=0.05, what="the job let go")
         stopped_after = time.monotonic() - canceled_at
     job.refresh_from_db()
     assert stopped_after < 1.5, f"stopped {stopped_after:.2f} s after the cancel"

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from core.supervisor import Program, Supervisor, describe_exit
+from tests.faults.processes import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,16 +32,6 @@ def alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
 
 
-def wait_for(predicate, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout} s")
-
-
 def python(code: str) -> list[str]:
     return [sys.executable, "-c", textwrap.dedent(code)]
 
@@ -51,7 +42,7 @@ def signal_me_when(predicate, sig: int = signal.SIGTERM) -> None:
 
     def later():
         try:
-            wait_for(predicate, timeout=20)
+            wait_until(predicate, timeout=20, interval=0.05)
         finally:
             os.kill(os.getpid(), sig)
 
@@ -120,12 +111,13 @@ def test_sigkill_of_the_supervisor_leaves_no_child_behind(tmp_path):
     """))
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.DEVNULL, start_new_session=True)
     try:
-        children = wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2 and pids.read_text().split())
+        children = wait_until(lambda: pids.exists() and len(pids.read_text().split()) == 2 and pids.read_text().split(),
+                              timeout=10, interval=0.05, what="both children started")
         children = [int(pid) for pid in children]
         assert all(alive(pid) for pid in children)
         proc.kill()
         proc.wait(10)
-        wait_for(lambda: not any(alive(pid) for pid in children), timeout=10)
+        wait_until(lambda: not any(alive(pid) for pid in children), timeout=10, interval=0.05, what="both children gone")
     finally:
         proc.kill()
 
