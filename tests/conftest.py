@@ -75,6 +75,23 @@ def nobody(django_user_model):
     return make_user(django_user_model, "nora-norole", None)
 
 
+@pytest.fixture
+def cluster(db):
+    """A small simulated member cluster (the quota and scheduling webhooks' tests); a test module
+    that needs another defines its own."""
+    from fleet.models import Cluster
+
+    return Cluster.objects.create(name="bj-1", connector="simulated", connector_config={"node_count": 4, "seed": 1})
+
+
+@pytest.fixture
+def webhook_token(cluster) -> str:
+    """A webhook token of ``cluster``, as its admission webhooks present it."""
+    from fleet.tokens import issue_token
+
+    return issue_token(cluster, "webhook")[1]
+
+
 def token_client(user, *, write_enabled: bool = True) -> APIClient:
     _, raw = APIToken.issue(user, write_enabled=write_enabled)
     client = APIClient()

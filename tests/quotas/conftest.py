@@ -7,8 +7,6 @@ from typing import Any
 
 import pytest
 
-from fleet.models import Cluster
-from fleet.tokens import issue_token
 from quotas import services
 from tests.servers import asgi_server  # noqa: F401  (the fixture)
 
@@ -71,16 +69,6 @@ def hpa_review(target: str, max_replicas: int, *, operation: str = "CREATE", old
     old = hpa(old_max) if old_max is not None else None
     return review(obj, operation=operation, old=old, resource=("autoscaling", "v2", "horizontalpodautoscalers"),
                   kind=("autoscaling", "v2", "HorizontalPodAutoscaler"), name=f"{target}-hpa")
-
-
-@pytest.fixture
-def cluster(db) -> Cluster:
-    return Cluster.objects.create(name="bj-1", connector="simulated", connector_config={"node_count": 4, "seed": 1})
-
-
-@pytest.fixture
-def webhook_token(cluster) -> str:
-    return issue_token(cluster, "webhook")[1]
 
 
 @pytest.fixture

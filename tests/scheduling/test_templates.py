@@ -32,77 +32,16 @@ from scheduling.schedconfig import (
     validate_template,
 )
 
-#: The seed's NodeSchedulerConfig, verbatim (lines 66-99 of seeds/003_ecdc6eedd27c54cd.txt), stray "    ..." included.
-SEED_NSC_YAML = """\
-apiVersion: sched.cloud.ctrip.com/v1
-kind: NodeSchedulerConfig
-metadata:
-  name: resource-pool-example
-spec:
-  nodeAffinity:
-    requiredDuringSchedulingIgnoredDuringExecution:
-      nodeSelectorTerms:
-      - matchExpressions:
-        - key: cloud.ctrip.com/pool
-          operator: In
-          values:
-          - {{.PrefferredPool}}
-      - matchExpressions:
-        - key: cloud.ctrip.com/pool
-          operator: In
-          values:
-          - {{.DefaultPool}}
-    preferredDuringSchedulingIgnoredDuringExecution:
-     - weight: 3
-       preference:
-         matchExpressions:
-           - key: cloud.ctrip.com/pool
-             operator: In
-             values:
-             - {{.PrefferredPool}}
-     - weight: 2
-       preference:
-         matchExpressions:
-           - key: cloud.ctrip.com/pool
-             operator: In
-             values:
-             - {{.DefaultPool}}
-    ...
-"""
+from .seed import PREF, REQ, SEED_ANNOTATIONS, SEED_NSC_YAML, SEED_RENDERED, pool
+from .seed import pod as make_pod
 
-SEED_ANNOTATIONS = {NSC_ANNOTATION: "resource-pool-example", NSC_ARGS_ANNOTATION: '{"DefaultPool":"B","PrefferredPool":"A"}'}
-
-REQ = "requiredDuringSchedulingIgnoredDuringExecution"
-PREF = "preferredDuringSchedulingIgnoredDuringExecution"
 NODE_REQ = f"spec.affinity.nodeAffinity.{REQ}.nodeSelectorTerms"
-POOL = "cloud.ctrip.com/pool"
 ARGS_FIELD = f"metadata.annotations[{NSC_ARGS_ANNOTATION}]"
 NAME_FIELD = f"metadata.annotations[{NSC_ANNOTATION}]"
 
 
-def pool(value):
-    return {"matchExpressions": [{"key": POOL, "operator": "In", "values": [value]}]}
-
-
-#: What the seed example must render to, exactly.
-SEED_RENDERED = {"nodeAffinity": {
-    REQ: {"nodeSelectorTerms": [pool("A"), pool("B")]},
-    PREF: [{"weight": 3, "preference": pool("A")}, {"weight": 2, "preference": pool("B")}],
-}}
-
-
 def seed_template() -> SchedulerTemplate:
     return load_manifests(SEED_NSC_YAML).objects[0]
-
-
-def make_pod(annotations=None, labels=None, namespace="web", spec=None):
-    metadata = {"name": "web-0", "namespace": namespace}
-    if annotations is not None:
-        metadata["annotations"] = dict(annotations)
-    if labels is not None:
-        metadata["labels"] = dict(labels)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
-            "spec": copy.deepcopy(spec) if spec is not None else {"containers": [{"name": "app", "image": "nginx"}]}}
 
 
 ANTI = SchedulerTemplate("PodSchedulerConfig", "spread-by-host", {"podAntiAffinity": {

@@ -7,7 +7,7 @@ import yaml
 
 from scheduling.manifests import ManifestError, dump_manifests, from_manifest, load_manifests, load_spec, to_manifest
 from scheduling.schedconfig import SchedulerBinding, SchedulerTemplate, TemplateRef, render
-from tests.scheduling.test_templates import SEED_NSC_YAML, SEED_RENDERED
+from tests.scheduling.seed import SEED_NSC_YAML, SEED_RENDERED
 
 REQ = "requiredDuringSchedulingIgnoredDuringExecution"
 PREF = "preferredDuringSchedulingIgnoredDuringExecution"

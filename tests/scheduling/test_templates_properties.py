@@ -22,7 +22,7 @@ from scheduling.schedconfig import (
     mutation_patch,
     render,
 )
-from tests.scheduling.test_templates import SEED_NSC_YAML, SEED_RENDERED
+from tests.scheduling.seed import SEED_NSC_YAML, SEED_RENDERED
 
 REQ = "requiredDuringSchedulingIgnoredDuringExecution"
 PREF = "preferredDuringSchedulingIgnoredDuringExecution"
