@@ -287,8 +287,6 @@ def _finished_at(status: Mapping[str, Any]) -> str | None:
     return max(times) if times else None
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class _PodResources:
     """What a pod's facts say of its requests and limits (shared by pods with the same parts:

@@ -314,7 +314,7 @@ class _StaticPass:
 _UNKNOWN, _INFEASIBLE = -2, -1  # a node-local score is >= 0
 #: Unknown values in a scan window from which one array computation beats a call per node.
 _VECTOR_FROM = 24
-#: Positions one array computation of a scan resolves at least (the window and those after it).
+#: How far past a window one array computation of a scan also resolves unknown positions.
 _VECTOR_CHUNK = 512
 
 
@@ -655,8 +655,8 @@ class Scheduler:
             unknown = np.flatnonzero(window == _UNKNOWN)
             if vector is not None and len(unknown) >= _VECTOR_FROM:
                 # The same values as ``value``'s, for the window's unknown positions and those
-                # after it up to ``_VECTOR_CHUNK``: an array call costs about the same over 100
-                # nodes as over 500, and the next replicas' windows follow this one.
+                # after it up to ``_VECTOR_CHUNK``: over a few hundred nodes an array call's cost
+                # is mostly its fixed part, and the next replicas' windows follow this one.
                 ahead = min(lo + _VECTOR_CHUNK, len(scores)) - (lo + len(window))
                 if ahead > 0:
                     after = scores[lo + len(window) : lo + len(window) + ahead]
