@@ -58,12 +58,12 @@ def insert_rows(model: type[Model], rows: Sequence[dict], now: datetime) -> None
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     table = connection.ops.quote_name(model._meta.db_table)
     if is_postgres():
-        values = _row_values(fields, now, lambda field: _encoder(field, copy=True))
+        values = _row_values(fields, now, copy=True)
         with connection.cursor() as cursor, cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(values(row))
         return
-    values = _row_values(fields, now, _encoder)
+    values = _row_values(fields, now, copy=False)
     sql = f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
     with connection.cursor() as cursor:
         for start in range(0, len(rows), BATCH):
@@ -73,16 +73,16 @@ def insert_rows(model: type[Model], rows: Sequence[dict], now: datetime) -> None
 _STAMPED = ("created", "updated")
 
 
-def _row_values(fields: list, now: datetime, encoder_of: Any) -> Any:
-    """A row's column values in ``fields`` order: ``encoder_of(field)`` applied where it gives
+def _row_values(fields: list, now: datetime, *, copy: bool) -> Any:
+    """A row's column values in ``fields`` order, each through its ``_encoder`` where it has
     one, ``created``/``updated`` the stamp ``now`` (encoded once). Built per insert, called per
     row: a row is a dict lookup per column, with no copy of the dict and no call for the
     columns that need no encoding (most of them)."""
     names = [f.attname for f in fields]
-    encoded = [(i, encode) for i, encode in enumerate(map(encoder_of, fields)) if encode is not None and names[i] not in _STAMPED]
+    encoders = [_encoder(f, copy=copy) for f in fields]
     stamps = [i for i, name in enumerate(names) if name in _STAMPED]
-    stamp_encoder = encoder_of(fields[stamps[0]]) if stamps else None
-    stamp = stamp_encoder(now) if stamp_encoder is not None else now
+    encoded = [(i, encode) for i, encode in enumerate(encoders) if encode is not None and i not in stamps]
+    stamp = encoders[stamps[0]](now) if stamps and encoders[stamps[0]] is not None else now
 
     def values(row: dict) -> list:
         found = [row.get(name) for name in names]
