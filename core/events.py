@@ -19,10 +19,10 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.db import transaction
 from redis.exceptions import RedisError
 
 from .redis import get_redis
+from .sql import on_commit_together
 
 logger = logging.getLogger(__name__)
 
@@ -114,17 +114,17 @@ def publish(topic: str, event_type: str, data: Mapping[str, Any] | None = None) 
     """
     if resolve(topic) is None:
         raise ValueError(f"unknown or malformed topic {topic!r}")
-    payload = dict(data or {})
-    transaction.on_commit(lambda: _send_after_commit(topic, event_type, payload), robust=True)
+    on_commit_together(_send_after_commit, (topic, event_type, dict(data or {})))
 
 
-def _send_after_commit(topic: str, event_type: str, data: Mapping[str, Any]) -> None:
-    """A live event is best effort: with Redis down it is dropped in one log line (the browsers'
-    sequence check refreshes them once it is back), not a traceback per change."""
+def _send_after_commit(items: list[tuple[str, str, Mapping[str, Any]]]) -> None:
+    """A commit's events, sent together. A live event is best effort: with Redis down they are
+    dropped in one log line (the browsers' sequence check refreshes them once it is back), not
+    a traceback per change."""
     try:
-        send_now(topic, event_type, data)
+        send_many(items)
     except (RedisError, OSError) as exc:
-        logger.warning("live event %s on %s dropped: %s", event_type, topic, exc)
+        logger.warning("%d live event(s) dropped (%s on %s first): %s", len(items), items[0][1], items[0][0], exc)
 
 
 def send_now(topic: str, event_type: str, data: Mapping[str, Any]) -> int:

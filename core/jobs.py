@@ -27,7 +27,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -44,6 +44,7 @@ from .context import current_actor
 from .errors import Conflict
 from .locks import LockBusy, holding_as
 from .models import Job
+from .sql import BATCH, on_commit_together
 
 logger = logging.getLogger(__name__)
 
@@ -80,25 +81,51 @@ def enqueue(task_name: str, *args: Any, obj: models.Model | None = None, params:
         object_id=str(obj.pk) if obj is not None else "",
     )
     _announce(job)
-    transaction.on_commit(lambda: dispatch(job.pk, countdown=countdown), robust=True)
+    on_commit_together(_send_committed, (job.pk, countdown))
     return job
+
+
+def _send_committed(jobs: list[tuple[int, float | None]]) -> None:
+    """A commit's jobs, sent together: one read and one write of their rows, however many.
+    A sync enqueues its follow-up jobs as it commits; each write after the commit waited for
+    the write lock on SQLite behind the other worker's sync."""
+    for countdown in dict.fromkeys(c for _pk, c in jobs):
+        dispatch_many([pk for pk, c in jobs if c == countdown], countdown=countdown)
 
 
 def dispatch(job_id: int, *, countdown: float | None = None) -> bool:
     """Send the job's task message; False (and the job stays pending) when the broker is down."""
-    job = Job.objects.filter(pk=job_id, status__in=Job.QUEUED).exclude(task_name="").first()
-    if job is None:
-        return False
+    return dispatch_many([job_id], countdown=countdown) == 1
+
+
+def dispatch_many(job_ids: Sequence[int], *, countdown: float | None = None) -> int:
+    """Send the task messages of those of the jobs still queued; returns how many were sent.
+    A job not sent stays pending: ``reap`` sends it again (the outbox keeps it)."""
+    sent = 0
+    for start in range(0, len(job_ids), BATCH):
+        jobs = list(Job.objects.filter(pk__in=job_ids[start : start + BATCH], status__in=Job.QUEUED).exclude(task_name="").order_by("pk"))
+        if not jobs:
+            continue
+        try:
+            epoch = broker_epoch()
+        except Exception as exc:
+            logger.warning("could not send %d job(s) (%s): %s", len(jobs), jobs[0].task_name, exc)
+            return sent
+        done = [job.pk for job in jobs if _send(job, countdown)]
+        if done:
+            Job.objects.filter(pk__in=done, status__in=Job.QUEUED).update(dispatched=timezone.now(), broker_epoch=epoch)
+            sent += len(done)
+    return sent
+
+
+def _send(job: Job, countdown: float | None) -> bool:
     try:
-        task = task_named(job.task_name)
-        epoch = broker_epoch()
-        task.apply_async(
+        task_named(job.task_name).apply_async(
             tuple(job.task_args), {**job.task_kwargs, "job_id": job.pk}, task_id=job.task_id, countdown=countdown,
             retry=False)
     except Exception as exc:  # the outbox keeps it: reap() sends it again
         logger.warning("could not send job %s (%s): %s", job.pk, job.task_name, exc)
         return False
-    Job.objects.filter(pk=job.pk, status__in=Job.QUEUED).update(dispatched=timezone.now(), broker_epoch=epoch)
     return True
 
 
@@ -443,8 +470,7 @@ def reap(*, now: Any = None, heartbeats_after: float | None = None) -> dict[str,
         report[_lost(job)] += 1
     stale = models.Q(dispatched__isnull=True, created__lt=now - SEND_RETRY_AFTER) | models.Q(
         dispatched__lt=now - REDISPATCH_AFTER) | (models.Q(dispatched__isnull=False) & ~models.Q(broker_epoch=epoch))
-    for job_id in Job.objects.filter(status__in=Job.QUEUED).exclude(task_name="").filter(stale).values_list("pk", flat=True):
-        report["resent"] += int(dispatch(job_id))
+    report["resent"] = dispatch_many(list(Job.objects.filter(status__in=Job.QUEUED).exclude(task_name="").filter(stale).values_list("pk", flat=True)))
     return report
 
 

@@ -14,12 +14,14 @@ what the other wrote.
 * ``execute``: statements on the thread's Django connection, on PostgreSQL in one pipeline
   (one round trip, parameters bound on the server);
 * ``batch_transaction``: one transaction for such a batch whose ``BEGIN``/``COMMIT`` ride in
-  the pipelines (PostgreSQL in autocommit) or Django's ``atomic()`` (anywhere else).
+  the pipelines (PostgreSQL in autocommit) or Django's ``atomic()`` (anywhere else);
+* ``on_commit_together``: ``transaction.on_commit`` for work sent in batches (a commit's live
+  events, its jobs' messages).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -261,6 +263,36 @@ def batch_transaction() -> Iterator[BatchTransaction]:
     except BaseException:
         rollback()
         raise
+
+
+def on_commit_together(send: Callable[[list[Any]], None], item: Any) -> None:
+    """``transaction.on_commit`` for work done in batches: once the transaction commits,
+    ``send`` is called once with every item given with it in that transaction, in order (an
+    item whose savepoint rolled back is dropped with its hook, as Django drops hooks); at once
+    outside a transaction. ``send`` is a module-level function: hooks are grouped by it.
+
+    A sync's commit sent its live events one call each (a thread, an event loop and a Redis
+    connection per call) and its jobs' messages one read and one write each."""
+    transaction.on_commit(_Together(send, item), robust=True)
+
+
+class _Together:
+    """One item's hook; the first of its ``send`` to run takes every one still waiting."""
+
+    __slots__ = ("done", "item", "send")
+
+    def __init__(self, send: Callable[[list[Any]], None], item: Any) -> None:
+        self.send, self.item, self.done = send, item, False
+
+    def __call__(self) -> None:
+        if self.done:
+            return
+        waiting = [hook for _, hook, _ in transaction.get_connection().run_on_commit]
+        after = waiting[waiting.index(self) + 1:] if self in waiting else waiting  # tests run hooks without taking them off
+        due = [self, *(hook for hook in after if isinstance(hook, _Together) and hook.send is self.send and not hook.done)]
+        for hook in due:
+            hook.done = True
+        self.send([hook.item for hook in due])
 
 
 def rollback() -> None:

@@ -2,11 +2,12 @@
 
 from django.dispatch import Signal
 
-#: Sent after a sync commits, with ``cluster`` and ``names`` of the nodes created or changed.
+#: Sent inside a sync's transaction, with ``cluster`` and ``names`` of the nodes created or
+#: changed: listeners enqueue their work (``core.jobs.enqueue``), which commits with the sync.
 nodes_changed = Signal()
 
-#: Sent after a sync commits, with ``cluster`` and ``keys`` ((namespace, kind, name)) of the
-#: workloads created, changed or gone.
+#: Sent inside a sync's transaction, with ``cluster`` and ``keys`` ((namespace, kind, name)) of
+#: the workloads created, changed or gone.
 workloads_changed = Signal()
 
 #: Sent inside the transaction that cordons, drains or uncordons ``cluster``, so listeners

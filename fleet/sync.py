@@ -105,12 +105,12 @@ def _sync_cluster(cluster: Cluster, connector: Connector, now: datetime, informe
     checkpoint()  # a canceled sync stops here, or between its writes, which it then rolls back
     with transaction.atomic():
         changed_nodes = _write_nodes(cluster, snapshot, report)
-        if changed_nodes:
-            transaction.on_commit(lambda: nodes_changed.send(sender=Cluster, cluster=cluster, names=changed_nodes))
+        if changed_nodes:  # listeners enqueue their work in this transaction: it commits with the sync
+            nodes_changed.send(sender=Cluster, cluster=cluster, names=changed_nodes)
         checkpoint()
         workload_ids, changed_workloads = _write_workloads(cluster, snapshot, report)
         if changed_workloads:
-            transaction.on_commit(lambda: workloads_changed.send(sender=Cluster, cluster=cluster, keys=changed_workloads))
+            workloads_changed.send(sender=Cluster, cluster=cluster, keys=changed_workloads)
         checkpoint()
         _write_pods(cluster, snapshot, workload_ids, report, now)
         checkpoint()

@@ -57,6 +57,30 @@ def test_the_cyclic_collector_waits_while_a_sync_reads_and_comes_back_after(clus
 
 
 @pytest.mark.django_db
+def test_a_sync_commits_its_follow_up_jobs_with_it_and_writes_one_row_update_after(cluster, django_capture_on_commit_callbacks):
+    """The jobs a sync fans out (node config's reconcile, quotas' ledger sync) are written in its
+    transaction, and sent after it together: each write after the commit waited for SQLite's
+    write lock behind the other worker's sync (four per cluster: an eighth of the fleet bench)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.workers import purge_queues
+
+    try:
+        with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=True):
+            assert sync_cluster(cluster, connector(cluster, Clock(500))).ok
+            in_sync = len(queries)
+    finally:
+        purge_queues()
+    jobs = Job.objects.filter(task_name__in=["nodeconfig.reconcile_nodes", "quotas.sync_workloads"])
+    assert sorted(jobs.values_list("task_name", flat=True)) == ["nodeconfig.reconcile_nodes", "quotas.sync_workloads"]
+    assert all(job.dispatched is not None and job.broker_epoch for job in jobs), "both were sent"
+    after = [q["sql"] for q in queries.captured_queries[in_sync:]]
+    writes = [sql for sql in after if not sql.lstrip().upper().startswith("SELECT")]
+    assert len(writes) == 1 and writes[0].lstrip().upper().startswith("UPDATE"), after
+
+
+@pytest.mark.django_db
 def test_first_sync_mirrors_the_cluster_and_the_second_changes_nothing(cluster):
     clock = Clock(500)
     first = sync_cluster(cluster, connector(cluster, clock))
