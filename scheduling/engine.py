@@ -351,7 +351,14 @@ class _LocalMemo:
 
     def forget(self, cluster: ClusterState) -> None:
         """Drop what it knew of the nodes pods went to since it last looked."""
-        if len(cluster.changes) == self.seen:
+        count = len(cluster.changes)
+        if count == self.seen:
+            return
+        if count == self.seen + 1:  # the last replica's node, as replicas are placed: no arrays
+            self.seen = count
+            node, where = cluster.changes[-1], self.index.where
+            if node < len(where) and (k := where[node]) >= 0:
+                self.scores[k] = _UNKNOWN
             return
         nodes = cluster.changed_since(self.seen)
         self.seen = len(cluster.changes)
