@@ -106,7 +106,10 @@ def unit(*parts: object) -> float:
     return int.from_bytes(blake2b(":".join(map(str, parts)).encode(), digest_size=4).digest()) / 2**32
 
 
+@lru_cache(maxsize=8192)
 def iso(seconds: float) -> str:
+    """RFC 3339 in UTC, as the API server writes times (kept: a cluster's pods and metrics
+    repeat a few instants)."""
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -305,6 +305,8 @@ def _container_totals(pod: Mapping[str, Any], field: str, use_status: bool) -> R
     status = _section(pod, "status")
     infeasible = _resize_infeasible(status)
     statuses = _statuses(status, field)
+    if not statuses and not infeasible:  # allocation and runtime fall back to the spec: both are ``declared``
+        return declared
     if field == "limits":
         actuated = _aggregate(containers, init_containers, _actuated_limits(statuses, infeasible))
         return dict(actuated) if infeasible else _max_of(declared, actuated)
