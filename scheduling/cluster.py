@@ -222,11 +222,13 @@ def _with_default_requests(pod: Mapping[str, Any], defaults: Mapping[str, Quanti
         return pod
     spec = _section(pod, "spec")
     new_spec = dict(spec)
+    filled = False
     for key in ("containers", "initContainers"):
         containers = spec.get(key)
         if isinstance(containers, list) and containers:
             new_spec[key] = [_fill_missing(c, defaults) if isinstance(c, Mapping) else c for c in containers]
-    return {**pod, "spec": new_spec}
+            filled = filled or any(new is not old for new, old in zip(new_spec[key], containers, strict=True))
+    return {**pod, "spec": new_spec} if filled else pod  # the same pod: its requests need not be summed again
 
 
 #: PodInfo's cached values that depend only on what ``PodInfo.sibling`` requires to be equal.

@@ -348,6 +348,17 @@ def test_a_sibling_reads_as_its_pod_freshly_parsed() -> None:
     assert sibling.shape is info.shape is not None and sibling.fit_request is info.fit_request
 
 
+def test_requests_are_summed_once_when_every_container_names_cpu_and_memory() -> None:
+    """The non-zero defaults fill nothing then: the pod's requests serve both (summing them
+    again was a tenth of placing a simulated fleet's workloads); a container that leaves
+    memory out gets the 200Mi default."""
+    named = make_pod().req({"cpu": "1", "memory": "1Gi"}).obj()
+    info = PodInfo(named)
+    assert info._all_defaults is info._requests and info.non_zero == (1000, 1024**3)
+    partial = PodInfo(make_pod().req({"cpu": "1"}).obj())
+    assert partial._all_defaults is not partial._requests and partial.non_zero == (1000, 200 * 1024**2)
+
+
 MERIDIAN_SCORES = ("ExtendedBalancedAllocation", "WaterLevelStackSpread", "MostAvailable")
 
 
