@@ -263,6 +263,7 @@ class PodInfo:
         # Shared by this pod and its siblings (``sibling``): the key of the engine's per-shape
         # plugin outcomes (``Plugin.pod_only``); None until a sibling is made.
         self.shape: object | None = None
+        self._shared: tuple[int, dict[str, Any]] | None = None  # ``sibling``'s copy, and how many attributes it saw
 
     def sibling(self, pod: Mapping[str, Any]) -> PodInfo:
         """A PodInfo for ``pod``, which the caller knows has this pod's namespace, labels,
@@ -274,11 +275,14 @@ class PodInfo:
             raise PodSpecError(f"a pod must be a mapping, got {type(pod).__name__}")
         if self.shape is None:
             self.shape = object()
-        derived = self.__dict__
+        derived, shared = self.__dict__, self._shared
+        if shared is None or shared[0] != len(derived):  # gathered again once a derived value was added
+            values = {name: derived[name] for name in _SIBLING_FIELDS}
+            values.update((name, derived[name]) for name in _SHAPE_DERIVED if name in derived)
+            shared = self._shared = (len(derived), values)
         info = PodInfo.__new__(PodInfo)  # what ``__init__`` reads of the pod is this pod's, but for two fields
-        info.__dict__.update({name: derived[name] for name in _SIBLING_FIELDS})
-        info.__dict__.update({name: derived[name] for name in _SHAPE_DERIVED if name in derived})
-        info.pod, info.assumed, info.shape = pod, False, self.shape
+        info.__dict__.update(shared[1])
+        info.pod, info.assumed, info.shape, info._shared = pod, False, self.shape, None
         info.name = str(_section(pod, "metadata").get("name") or "")
         info.node_name = str(_section(pod, "spec").get("nodeName") or "")
         return info
