@@ -659,7 +659,7 @@ class Scheduler:
         vector = plan.vector if columns is not None else None
 
         def resolve(lo: int, window: Any) -> None:
-            unknown = np.flatnonzero(window == _UNKNOWN)
+            unknown = (window == _UNKNOWN).nonzero()[0]
             if vector is not None and len(unknown) >= _VECTOR_FROM:
                 # The same values as ``value``'s, for the window's unknown positions and those
                 # after it up to ``_VECTOR_CHUNK``: over a few hundred nodes an array call's cost
@@ -667,7 +667,7 @@ class Scheduler:
                 ahead = min(lo + _VECTOR_CHUNK, len(scores)) - (lo + len(window))
                 if ahead > 0:
                     after = scores[lo + len(window) : lo + len(window) + ahead]
-                    unknown = np.concatenate((unknown, len(window) + np.flatnonzero(after == _UNKNOWN)))
+                    unknown = np.concatenate((unknown, len(window) + (after == _UNKNOWN).nonzero()[0]))
                 scores[lo + unknown] = vector(columns, at_all[lo + unknown])
             else:
                 for k in unknown.tolist():
