@@ -21,6 +21,7 @@ what the other wrote.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -267,32 +268,42 @@ def batch_transaction() -> Iterator[BatchTransaction]:
 
 def on_commit_together(send: Callable[[list[Any]], None], item: Any) -> None:
     """``transaction.on_commit`` for work done in batches: once the transaction commits,
-    ``send`` is called once with every item given with it in that transaction, in order (an
-    item whose savepoint rolled back is dropped with its hook, as Django drops hooks); at once
-    outside a transaction. ``send`` is a module-level function: hooks are grouped by it.
+    ``send`` gets the items given with it in one call per run of them (at once outside a
+    transaction). ``send`` is a module-level function: batches are kept per function.
 
-    A sync's commit sent its live events one call each (a thread, an event loop and a Redis
-    connection per call) and its jobs' messages one read and one write each."""
-    transaction.on_commit(_Together(send, item), robust=True)
+    An item joins the last batch of its ``send`` while that batch's hook is still waiting in
+    the same savepoint and nothing was rolled back since: a savepoint that rolls back then
+    drops exactly its items with its hooks, as Django drops hooks, and each ``send`` gets its
+    items in the order given. A sync's commit sent its live events one call each (a thread, an
+    event loop and a Redis connection per call) and its jobs one read and one write each."""
+    connection = transaction.get_connection()
+    latest = _batches.setdefault(connection, {})
+    batch = latest.get(send)
+    hooks = connection.run_on_commit
+    if batch is not None and not batch.done and batch.hooks is hooks and batch.savepoints == connection.savepoint_ids:
+        batch.items.append(item)
+        return
+    batch = latest[send] = _Batch(send, item, hooks, list(connection.savepoint_ids))
+    transaction.on_commit(batch, robust=True)
 
 
-class _Together:
-    """One item's hook; the first of its ``send`` to run takes every one still waiting."""
+class _Batch:
+    """One ``on_commit_together`` hook: its items, and the hook list and savepoints it was
+    registered in (Django puts a new list in place when a savepoint rolls back or the
+    transaction ends)."""
 
-    __slots__ = ("done", "item", "send")
+    __slots__ = ("done", "hooks", "items", "savepoints", "send")
 
-    def __init__(self, send: Callable[[list[Any]], None], item: Any) -> None:
-        self.send, self.item, self.done = send, item, False
+    def __init__(self, send: Callable[[list[Any]], None], item: Any, hooks: list, savepoints: list[str]) -> None:
+        self.send, self.items, self.hooks, self.savepoints, self.done = send, [item], hooks, savepoints, False
 
     def __call__(self) -> None:
-        if self.done:
-            return
-        waiting = [hook for _, hook, _ in transaction.get_connection().run_on_commit]
-        after = waiting[waiting.index(self) + 1:] if self in waiting else waiting  # tests run hooks without taking them off
-        due = [self, *(hook for hook in after if isinstance(hook, _Together) and hook.send is self.send and not hook.done)]
-        for hook in due:
-            hook.done = True
-        self.send([hook.item for hook in due])
+        self.done = True
+        self.send(self.items)
+
+
+#: Per connection (one per thread): the last batch of each ``send``.
+_batches: weakref.WeakKeyDictionary[Any, dict[Any, _Batch]] = weakref.WeakKeyDictionary()
 
 
 def rollback() -> None:

@@ -226,6 +226,44 @@ async def test_an_event_published_in_a_rolled_back_transaction_is_never_delivere
         await asyncio.wait_for(layer.receive(channel), timeout=0.5)
 
 
+async def test_a_commits_events_go_out_together_in_order():
+    """One channel-layer call for a commit's events (a call each cost a thread, an event loop
+    and a Redis connection: a sync's commit made three)."""
+    layer, channel = await _group_receiver("system")
+
+    def publish_three() -> None:
+        with transaction.atomic():
+            for n in range(3):
+                events.publish("system", f"test.{n}", {"n": n})
+
+    await sync_to_async(publish_three)()
+    message = await asyncio.wait_for(layer.receive(channel), timeout=5)
+    assert [json.loads(text)["event"] for _, text in message["encoded"]] == ["test.0", "test.1", "test.2"]
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(layer.receive(channel), timeout=0.5)
+
+
+async def test_the_events_of_a_savepoint_that_rolled_back_are_never_delivered_and_the_others_in_order():
+    layer, channel = await _group_receiver("system")
+
+    def publish_around_a_savepoint() -> None:
+        with transaction.atomic():
+            events.publish("system", "test.first", {"n": 1})
+            with pytest.raises(RuntimeError), transaction.atomic():
+                events.publish("system", "test.undone", {"n": 2})
+                raise RuntimeError("the savepoint rolls back")
+            events.publish("system", "test.last", {"n": 3})
+
+    await sync_to_async(publish_around_a_savepoint)()
+    delivered: list[str] = []
+    while len(delivered) < 2:
+        message = await asyncio.wait_for(layer.receive(channel), timeout=5)
+        delivered += [json.loads(text)["event"] for _, text in message["encoded"]]
+    assert delivered == ["test.first", "test.last"]
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(layer.receive(channel), timeout=0.5)
+
+
 async def test_malformed_topics_are_rejected_by_publish():
     for topic in ("", "UPPER", "no spaces", "x" * 200, "unregistered-kind"):
         with pytest.raises(ValueError):

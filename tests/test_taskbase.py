@@ -111,32 +111,33 @@ def test_work_a_change_asked_for_that_fails_says_why():
     assert job.status == Job.Status.FAILED and job.error == "ValueError: the pass broke" and job.finished >= job.started
 
 
-@pytest.mark.django_db
-def test_the_jobs_a_transaction_enqueued_are_sent_together_after_it_commits(django_capture_on_commit_callbacks):
+@pytest.mark.django_db(transaction=True)
+def test_the_jobs_a_transaction_enqueued_are_sent_together_after_it_commits():
     """One read and one write of their rows after the commit, however many: on SQLite each
     write there waits for the write lock."""
-    from django.db import connection
+    from django.db import connection, transaction
     from django.test.utils import CaptureQueriesContext
 
     try:
-        with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=True):
-            jobs = [enqueue("tests.periodic_pass", n) for n in range(3)]
-            before_commit = len(queries)
+        with CaptureQueriesContext(connection) as queries:
+            with transaction.atomic():
+                jobs = [enqueue("tests.periodic_pass", n) for n in range(3)]
+                before_commit = len(queries)
     finally:
         purge_queues()
     after = queries.captured_queries[before_commit:]
-    assert [q["sql"].split()[0] for q in after] == ["SELECT", "UPDATE"], after
+    assert [q["sql"].split()[0] for q in after] == ["COMMIT", "SELECT", "UPDATE"], after
     for job in jobs:
         job.refresh_from_db()
         assert job.dispatched is not None and job.broker_epoch
 
 
-@pytest.mark.django_db
-def test_a_job_whose_savepoint_rolled_back_is_not_sent_with_those_of_its_commit(django_capture_on_commit_callbacks):
+@pytest.mark.django_db(transaction=True)
+def test_a_job_whose_savepoint_rolled_back_is_not_sent_with_those_of_its_commit():
     from django.db import transaction
 
     try:
-        with django_capture_on_commit_callbacks(execute=True):
+        with transaction.atomic():
             first = enqueue("tests.periodic_pass", 1)
             with pytest.raises(RuntimeError), transaction.atomic():
                 ghost = enqueue("tests.periodic_pass", 2)

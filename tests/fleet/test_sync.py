@@ -56,28 +56,30 @@ def test_the_cyclic_collector_waits_while_a_sync_reads_and_comes_back_after(clus
     assert gc.isenabled()
 
 
-@pytest.mark.django_db
-def test_a_sync_commits_its_follow_up_jobs_with_it_and_writes_one_row_update_after(cluster, django_capture_on_commit_callbacks):
+@pytest.mark.django_db(transaction=True)
+def test_a_sync_commits_its_follow_up_jobs_with_it_and_writes_one_row_update_after(cluster):
     """The jobs a sync fans out (node config's reconcile, quotas' ledger sync) are written in its
-    transaction, and sent after it together: each write after the commit waited for SQLite's
-    write lock behind the other worker's sync (four per cluster: an eighth of the fleet bench)."""
+    transaction and sent after it together: one write of their rows. Each write after the commit waited for SQLite's write lock behind the
+    other worker's sync (four per cluster: an eighth of the fleet bench)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     from tests.workers import purge_queues
 
     try:
-        with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=True):
+        with CaptureQueriesContext(connection) as queries:
             assert sync_cluster(cluster, connector(cluster, Clock(500))).ok
-            in_sync = len(queries)
     finally:
         purge_queues()
     jobs = Job.objects.filter(task_name__in=["nodeconfig.reconcile_nodes", "quotas.sync_workloads"])
     assert sorted(jobs.values_list("task_name", flat=True)) == ["nodeconfig.reconcile_nodes", "quotas.sync_workloads"]
     assert all(job.dispatched is not None and job.broker_epoch for job in jobs), "both were sent"
-    after = [q["sql"] for q in queries.captured_queries[in_sync:]]
-    writes = [sql for sql in after if not sql.lstrip().upper().startswith("SELECT")]
-    assert len(writes) == 1 and writes[0].lstrip().upper().startswith("UPDATE"), after
+    sql = [q["sql"].lstrip() for q in queries.captured_queries]
+    commit = sql.index("COMMIT")
+    inserted = [i for i, text in enumerate(sql) if text.startswith('INSERT INTO "core_job"')]
+    written_after = [text for text in sql[commit + 1:] if not text.startswith("SELECT")]
+    assert len(inserted) == 2 and max(inserted) < commit, "the jobs are written in the sync's transaction"
+    assert len(written_after) == 1 and written_after[0].startswith('UPDATE "core_job"'), written_after
 
 
 @pytest.mark.django_db
