@@ -318,7 +318,7 @@ def run_job(job: Job) -> Job:
 def test_a_change_asks_for_reconcile_jobs_sent_after_commit_and_running_one_reconciles(
         fleet3, spread_policy, django_capture_on_commit_callbacks, monkeypatch):
     sent: list[int] = []
-    monkeypatch.setattr(jobs, "dispatch", lambda job_id, countdown=None: sent.append(job_id) or True)
+    monkeypatch.setattr(jobs, "dispatch_many", lambda job_ids, countdown=None: sent.extend(job_ids) or len(job_ids))
     with django_capture_on_commit_callbacks(execute=True):
         fed, _ = services.submit(deployment("queued", replicas=6), propagation_policy="spread")
     job = Job.objects.get(kind=RECONCILE_TASK)
@@ -347,7 +347,7 @@ def test_live_events_carry_the_consolidated_names(fleet3, spread_policy, django_
 
     sent: list[tuple[str, str, dict]] = []
     monkeypatch.setattr(events, "send_many", lambda items: [sent.append((t, e, dict(d))) or 1 for t, e, d in items])
-    monkeypatch.setattr(jobs, "dispatch", lambda job_id, countdown=None: True)
+    monkeypatch.setattr(jobs, "dispatch_many", lambda job_ids, countdown=None: len(job_ids))
     live.publish_pending()
     with django_capture_on_commit_callbacks(execute=True):
         fed, _ = services.submit(deployment("told", replicas=3), propagation_policy="spread")

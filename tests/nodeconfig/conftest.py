@@ -62,7 +62,7 @@ def deliver(django_capture_on_commit_callbacks):
     """``with deliver():`` — the work the block's changes ask for happens as in production.
 
     A change enqueues its jobs in its own transaction (``core.jobs.enqueue``); when the block
-    ends, its on-commit callbacks run, so ``core.jobs.dispatch`` sends each job's message, and
+    ends, its on-commit callbacks run, so ``core.jobs`` sends the jobs' messages (``dispatch_many``), and
     Celery runs each sent task at once in this process (eager, inside this test's transaction)
     as that job (``core.taskbase.MeridianTask``): pending → running → succeeded. Anything the
     answer said *before* the block ended was said before any delivery ran. Every job created
