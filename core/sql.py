@@ -284,7 +284,7 @@ def on_commit_together(send: Callable[[list[Any]], None], item: Any) -> None:
         batch.items.append(item)
         return
     batch = latest[send] = _Batch(send, item, hooks, list(connection.savepoint_ids))
-    transaction.on_commit(batch, robust=True)
+    transaction.on_commit(batch.run, robust=True)  # a function: Django names it when it logs what it raised
 
 
 class _Batch:
@@ -297,7 +297,7 @@ class _Batch:
     def __init__(self, send: Callable[[list[Any]], None], item: Any, hooks: list, savepoints: list[str]) -> None:
         self.send, self.items, self.hooks, self.savepoints, self.done = send, [item], hooks, savepoints, False
 
-    def __call__(self) -> None:
+    def run(self) -> None:
         self.done = True
         self.send(self.items)
 
