@@ -9,12 +9,19 @@ mode migrates before it serves, so nothing is blocked). A migration using it dec
 
 A concurrent build that fails (a duplicate in a unique index, a cancelled statement) leaves
 an INVALID index behind: drop it (``DROP INDEX CONCURRENTLY <name>``) before migrating again.
+
+``DropIndex`` drops an index the models' state does not name: the one Django makes for a
+foreign key or a ``db_index`` column (and PostgreSQL's ``LIKE`` twin of a text one), when the
+field stops asking for it (``db_index=False``, in ``SeparateDatabaseAndState``'s state). Django's
+own ``AlterField`` would drop the foreign key's constraint with it and validate it again over
+every row; this drops the index alone. Unapplied, it builds the index again.
 """
 
 from __future__ import annotations
 
 from django.contrib.postgres.operations import AddIndexConcurrently as PostgresAddIndexConcurrently
 from django.db.migrations import AddIndex
+from django.db.migrations.operations.base import Operation
 
 
 class AddIndexConcurrently(PostgresAddIndexConcurrently):
@@ -29,3 +36,31 @@ class AddIndexConcurrently(PostgresAddIndexConcurrently):
         if schema_editor.connection.vendor == "postgresql":
             return super().database_backwards(app_label, schema_editor, from_state, to_state)
         return AddIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
+
+
+class DropIndex(Operation):
+    """``DROP INDEX IF EXISTS`` of an index outside the models' state, on ``table`` over
+    ``columns`` (SQL, with an operator class where it has one, for unapplying). An index with a
+    PostgreSQL operator class (``varchar_pattern_ops``) exists only there."""
+
+    reversible = True
+    reduces_to_sql = True
+
+    def __init__(self, table: str, name: str, columns: str) -> None:
+        self.table, self.name, self.columns = table, name, columns
+
+    def deconstruct(self) -> tuple[str, list, dict]:
+        return type(self).__qualname__, [self.table, self.name, self.columns], {}
+
+    def state_forwards(self, app_label, state) -> None:
+        pass  # the state never named it
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state) -> None:
+        schema_editor.execute(f'DROP INDEX IF EXISTS "{self.name}"')
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state) -> None:
+        if "_ops" not in self.columns or schema_editor.connection.vendor == "postgresql":
+            schema_editor.execute(f'CREATE INDEX IF NOT EXISTS "{self.name}" ON "{self.table}" ({self.columns})')
+
+    def describe(self) -> str:
+        return f"Drop index {self.name} on {self.table}"

@@ -103,6 +103,7 @@ class FederatedObject(models.Model):
     schedule_digest = models.CharField(max_length=64, blank=True)
     scheduled_at = models.DateTimeField(null=True, blank=True)
     status = models.JSONField(default=dict, blank=True)
+    # db_index's plain index only: its PostgreSQL LIKE twin is dropped (migration 0006)
     phase = models.CharField(max_length=16, choices=Phase.choices, default=Phase.PENDING, db_index=True)
     message = models.TextField(blank=True)
     rollout_paused = models.BooleanField(default=False)
@@ -145,7 +146,7 @@ class FederatedObject(models.Model):
 class FederatedRevision(Revision):
     """An immutable template snapshot; rollback re-applies one as a new revision."""
 
-    object = models.ForeignKey(FederatedObject, on_delete=models.CASCADE, related_name="revisions")
+    object = models.ForeignKey(FederatedObject, on_delete=models.CASCADE, related_name="revisions", db_index=False)
     template = models.JSONField()
     template_hash = models.CharField(max_length=64)
 
@@ -169,7 +170,7 @@ class MemberObject(models.Model):
         ERROR = "error", _("Error")
         DELETING = "deleting", _("Deleting")
 
-    object = models.ForeignKey(FederatedObject, on_delete=models.CASCADE, related_name="members")
+    object = models.ForeignKey(FederatedObject, on_delete=models.CASCADE, related_name="members", db_index=False)
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="federated_members")
     replicas = models.IntegerField(null=True, blank=True, help_text=_("Scheduled replicas; empty for a full copy."))
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
@@ -193,7 +194,7 @@ class MemberObject(models.Model):
 class WaterLevelSample(ResourceTotals):
     """One cluster's water level at a time, for the dashboard's history charts."""
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="water_levels")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="water_levels", db_index=False)
     at = models.DateTimeField()
     weight = models.IntegerField(default=0, help_text=_("Dynamic weight (per mille) from CPU water level."))
 
@@ -215,7 +216,7 @@ class WaterLevelRollup(ResourceTotals):  # a rollup's totals are averages
         HOUR = "hour", _("hourly")
         DAY = "day", _("daily")
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="water_level_rollups")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="water_level_rollups", db_index=False)
     grain = models.CharField(max_length=4, choices=Grain.choices)
     at = models.DateTimeField(help_text=_("Start of the hour or day (UTC)."))
     samples = models.PositiveIntegerField(default=0, help_text=_("Samples averaged."))

@@ -99,8 +99,8 @@ class QuotaCharge(models.Model):
         ADMISSION = "admission", _("Admission")
         INVENTORY = "inventory", _("Inventory")
 
-    group = models.ForeignKey(QuotaGroup, on_delete=models.CASCADE, related_name="charges")
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="quota_charges")
+    group = models.ForeignKey(QuotaGroup, on_delete=models.CASCADE, related_name="charges", db_index=False)
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="quota_charges", db_index=False)
     namespace = models.CharField(max_length=253)
     kind = models.CharField(max_length=63)
     api_version = models.CharField(max_length=100)
@@ -137,7 +137,7 @@ class CashSample(models.Model):
     without any pod running, so the burn rate and the projected exhaustion read ``burned``.
     """
 
-    group = models.ForeignKey(QuotaGroup, on_delete=models.CASCADE, related_name="cash_samples")
+    group = models.ForeignKey(QuotaGroup, on_delete=models.CASCADE, related_name="cash_samples", db_index=False)
     time = models.DateTimeField()
     used = models.JSONField(default=dict)
     burned = models.JSONField(default=dict, blank=True)

@@ -34,6 +34,7 @@ from django.db.migrations.state import ProjectState
 from django.db.models.functions import Now
 
 from config import release
+from core import migration_ops
 
 Node = tuple[str, str]
 
@@ -172,7 +173,7 @@ NOT_IN_DATABASE = {
     "encoder", "decoder", "db_index",  # an index changes no value N−1 reads or writes (its build: LONG_LOCK)
 }
 #: Operations that change no table N−1 uses, or only add to the schema.
-HARMLESS = (ops.CreateModel, ops.RemoveIndex, ops.RenameIndex, ops.RemoveConstraint, ops.AlterConstraint,
+HARMLESS = (ops.CreateModel, ops.RemoveIndex, migration_ops.DropIndex, ops.RenameIndex, ops.RemoveConstraint, ops.AlterConstraint,
             ops.AlterModelOptions, ops.AlterModelManagers, ops.AlterModelTableComment,
             pg_ops.CreateExtension, pg_ops.CreateCollation, pg_ops.RemoveCollation)
 #: django.contrib.postgres operations that fail on SQLite, where Meridian also runs.

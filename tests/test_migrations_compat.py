@@ -24,7 +24,7 @@ from django.db.migrations.state import ModelState, ProjectState
 from django.db.models.functions import Now, Random
 
 from config import release
-from core.migration_ops import AddIndexConcurrently
+from core.migration_ops import AddIndexConcurrently, DropIndex
 from tests import migration_compat as compat
 
 POSTGRES = connection.vendor == "postgresql"
@@ -321,6 +321,39 @@ def test_an_index_on_a_fleet_scale_table_is_built_concurrently(state_0_1):
     job_index = models.Index(fields=["kind", "created"], name="core_job_kind_idx")
     assert problems(state_0_1, "core", migrations.AddIndex("job", job_index)) == []  # core_job is small
     assert problems(state_0_1, "core", migrations.RemoveIndex("job", "core_job_open_idx")) == []
+
+
+def test_dropping_an_index_the_state_never_named_passes(state_0_1):
+    """A foreign key's own index, served by a composite index leading with its column: only
+    the index goes, as RemoveIndex drops one (Django's AlterField would drop the foreign key
+    and validate it again over every row)."""
+    drop = DropIndex("fleet_pod", "fleet_pod_cluster_id_b32b8aab", '"cluster_id"')
+    unindexed = migrations.AlterField("pod", "cluster", models.ForeignKey("fleet.cluster", on_delete=models.CASCADE,
+                                                                           related_name="pods", db_index=False))
+    assert problems(state_0_1, "fleet", migrations.SeparateDatabaseAndState(
+        database_operations=[drop], state_operations=[unindexed])) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_drop_index_drops_it_and_unapplied_builds_it_again():
+    def names() -> set[str]:
+        with connection.cursor() as cursor:
+            return set(connection.introspection.get_constraints(cursor, "compat_drop_case"))
+
+    with connection.schema_editor() as editor:
+        editor.execute('CREATE TABLE "compat_drop_case" ("name" varchar(20))')
+        editor.execute('CREATE INDEX "compat_drop_case_name" ON "compat_drop_case" ("name")')
+    drop = DropIndex("compat_drop_case", "compat_drop_case_name", '"name"')
+    try:
+        with connection.schema_editor() as editor:
+            drop.database_forwards("core", editor, None, None)
+        assert "compat_drop_case_name" not in names()
+        with connection.schema_editor() as editor:
+            drop.database_backwards("core", editor, None, None)
+        assert "compat_drop_case_name" in names()
+    finally:
+        with connection.schema_editor() as editor:
+            editor.execute('DROP TABLE "compat_drop_case"')
 
 
 def test_code_steps_are_reversible_and_say_why_they_are_safe(state_0_1):

@@ -34,7 +34,7 @@ class NodeCPU(models.Model):
         REFUSED = "refused", _("Refused")
 
     node = models.OneToOneField("fleet.Node", on_delete=models.CASCADE, related_name="cpu")
-    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="node_cpus")
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="node_cpus", db_index=False)
     name = models.CharField(max_length=253, help_text=_("The node's name (kept here for the fleet view)."))
 
     topology = models.JSONField(help_text=_("[[cpu, socket, numa, core], ...]"))
@@ -127,7 +127,7 @@ class CPUAllocation(models.Model):
         WAITING = "waiting", _("Waiting for the pod")
         RELEASING = "releasing", _("Released; annotations being removed")
 
-    node_cpu = models.ForeignKey(NodeCPU, on_delete=models.CASCADE, related_name="allocations")
+    node_cpu = models.ForeignKey(NodeCPU, on_delete=models.CASCADE, related_name="allocations", db_index=False)
     namespace = models.CharField(max_length=253)
     pod_name = models.CharField(max_length=253)
     pod_uid = models.CharField(max_length=64, blank=True)
@@ -180,7 +180,7 @@ class CPUAllocation(models.Model):
 class CPUClaim(models.Model):
     """A CPU held exclusively; unique per node, so no CPU can ever be handed out twice."""
 
-    node_cpu = models.ForeignKey(NodeCPU, on_delete=models.CASCADE, related_name="claims")
+    node_cpu = models.ForeignKey(NodeCPU, on_delete=models.CASCADE, related_name="claims", db_index=False)
     cpu = models.IntegerField()
     allocation = models.ForeignKey(CPUAllocation, on_delete=models.CASCADE, related_name="claims")
 
