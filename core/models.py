@@ -177,7 +177,8 @@ class ObjectChange(models.Model):
     request_id = models.UUIDField(null=True, blank=True)
     action = models.CharField(max_length=16, choices=Action.choices)
     verb = models.CharField(max_length=64, blank=True, help_text=_("Domain verb such as rollback or emergency_downgrade."))
-    object_type = models.ForeignKey(ContentType, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False)
+    object_type = models.ForeignKey(ContentType, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                    db_index=False)
     object_id = models.CharField(max_length=64, blank=True)
     object_repr = models.CharField(max_length=200)
     before = models.JSONField(null=True, blank=True)

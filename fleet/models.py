@@ -229,7 +229,8 @@ class ClusterToken(models.Model):
 class SimulatedObject(models.Model):
     """Objects applied to a simulated cluster (its etcd): Deployments, custom resources, ..."""
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="simulated_objects", db_index=False)
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="simulated_objects",
+                                db_index=False)
     api_version = models.CharField(max_length=100)
     kind = models.CharField(max_length=63)
     namespace = models.CharField(max_length=253, blank=True)

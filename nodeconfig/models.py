@@ -183,8 +183,10 @@ class NodeConfig(models.Model):
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="node_configs", db_index=False)
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+", db_index=False)
     config_type = models.ForeignKey(ConfigType, on_delete=models.CASCADE, related_name="node_configs")
-    matched_target = models.ForeignKey(ConfigTarget, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False)
-    target = models.ForeignKey(ConfigTarget, null=True, blank=True, on_delete=models.SET_NULL, related_name="node_configs", db_index=False)
+    matched_target = models.ForeignKey(ConfigTarget, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                       db_index=False)
+    target = models.ForeignKey(ConfigTarget, null=True, blank=True, on_delete=models.SET_NULL, related_name="node_configs",
+                               db_index=False)
     revision = models.ForeignKey(ConfigRevision, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     base_revision = models.ForeignKey(ConfigRevision, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     #: The emergency downgrade whose restore moved this node back to its regular entry (until

@@ -1,7 +1,8 @@
 """Every index on a fleet-scale table earns its writes: each costs every sync of 10^6 pods and
-200,000 nodes, so none may be served by another. Django's foreign-key index and its PostgreSQL
-``LIKE`` twin of an indexed text column are made unasked: on pods and nodes they were
-(``fleet/migrations/0006_unused_indexes.py``)."""
+200,000 nodes, so none may be one another index serves. Django makes such indexes unasked: its
+own for a foreign key whose column leads a composite index or constraint, and PostgreSQL's
+``LIKE`` twin of an indexed text column (dropped in the ``*_indexes_served_by_others``
+migrations; ``core.migration_ops.DropIndex``)."""
 
 from __future__ import annotations
 
@@ -13,25 +14,21 @@ from tests.migration_compat import LARGE_TABLES
 pytestmark = pytest.mark.django_db
 
 
-def indexes(table: str) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """Every index of the table, those behind a primary key or unique constraint too:
-    name → (access method, columns)."""
+def served_by_another(table: str) -> list[str]:
+    """The table's plain indexes whose columns lead another index of the same kind (primary
+    keys and unique constraints included), which serves their lookups; of two equal plain
+    ones, the second by name."""
     with connection.cursor() as cursor:
         found = connection.introspection.get_constraints(cursor, table)
-    return {name: (info.get("type") or "idx", tuple(info["columns"])) for name, info in found.items()
-            if info["index"] or info["unique"] or info["primary_key"]}
-
-
-def served_by_another(table: str) -> list[str]:
-    """Plain indexes whose columns lead another index of the same kind: that one serves their lookups."""
-    found = indexes(table)
-    with connection.cursor() as cursor:
-        plain = {name for name, info in connection.introspection.get_constraints(cursor, table).items()
-                 if info["index"] and not info["unique"] and not info["primary_key"]}
-    return sorted(f"{name} {columns} (served by {other} {wider})" for name, (kind, columns) in found.items() if name in plain
-                  for other, (other_kind, wider) in found.items()
-                  if other != name and other_kind == kind and wider[: len(columns)] == columns
-                  and (len(wider) > len(columns) or other not in plain or other < name))
+    indexes = {name: (info.get("type") or "idx", tuple(info["columns"]), not (info["unique"] or info["primary_key"]))
+               for name, info in found.items() if info["index"] or info["unique"] or info["primary_key"]}
+    served = []
+    for name, (kind, columns, plain) in indexes.items():
+        for other, (other_kind, wider, other_plain) in indexes.items():
+            leads = other != name and other_kind == kind and wider[: len(columns)] == columns
+            if plain and leads and (len(wider) > len(columns) or not other_plain or other < name):
+                served.append(f"{name} {columns} (served by {other} {wider})")
+    return sorted(served)
 
 
 @pytest.mark.parametrize("table", sorted(LARGE_TABLES))
