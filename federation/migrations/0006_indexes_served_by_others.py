@@ -1,8 +1,4 @@
-"""Drop the indexes another index or constraint of the table serves (its columns lead it):
-Django's own for a foreign key or ``db_index`` column, and PostgreSQL's ``LIKE`` twin of a text
-one, which nothing searches by prefix. Each cost every write of a fleet-scale table
-(tests/test_indexes.py). The models stop asking for them; only the index goes (``DropIndex``:
-Django's ``AlterField`` would also drop each foreign key and validate it again over every row)."""
+"""The indexes another index of the table serves, dropped (tests/test_indexes.py, ``DropIndex``)."""
 
 import django.db.models.deletion
 from django.db import migrations, models
