@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.faults.processes import wait_until
+
 from .conftest import PASSWORD, lines, running_meridian
 
 A4_TARGET = """\
@@ -149,7 +151,11 @@ def test_get_by_name_label_selectors_and_describe(m):
     a4 = items(m.cli("get", "nodes", "-l", "machineModel=A4", "-o", "json"))
     assert a4 and all(n["labels"]["machineModel"] == "A4" for n in a4)
     assert {n["cluster"] for n in items(m.cli("get", "nodes", "--cluster", "bj-1", "-o", "json"))} == {"bj-1"}
-    storefront = items(m.cli("get", "pods", "-l", "app=storefront", "-n", "shop", "--limit", "20", "-o", "json"))
+    # The seed propagated the federated storefront to the member clusters; its pods reach the
+    # inventory with the clusters' next resync (every 15 s), which may not have run yet.
+    storefront = wait_until(
+        lambda: items(m.cli("get", "pods", "-l", "app=storefront", "-n", "shop", "--limit", "20", "-o", "json")),
+        timeout=90, interval=1, what="the storefront's pods in the inventory")
     assert storefront and all(p["labels"]["app"] == "storefront" and p["namespace"] == "shop" for p in storefront)
     assert "-l works for" in m.cli("get", "targets", "-l", "a=b", check=2).stderr
     bad = m.cli("get", "nodes", "-l", "a in (", check=3)
