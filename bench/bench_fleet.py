@@ -157,7 +157,8 @@ def main() -> None:
         pods = sum(pool.map(sync_specs, slices))
     elapsed = time.perf_counter() - started
     nodes = Node.objects.count()
-    print(f"generate + store: {elapsed:7.1f} s  ({nodes:,} nodes, {pods:,} pods; {nodes / elapsed:,.0f} nodes/s)   {store_goal(args, elapsed)}")
+    print(f"generate + store: {elapsed:7.1f} s  ({nodes:,} nodes, {pods:,} pods; {nodes / elapsed:,.0f} nodes/s)"
+          f"   {store_goal(args, elapsed)}")
     floor_time, tables, rows = floor(marks)
     assert Node.objects.count() == nodes, "the floor wrote back what it read"
     print(f"floor (the same {rows:,} rows in {tables} tables, one bulk write per table, no Django): {floor_time:5.1f} s;"
