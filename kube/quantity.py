@@ -71,26 +71,13 @@ _ERR_FORMAT = "quantities must match the regular expression '^([+-]?[0-9.]+)([eE
 _ERR_NUMERIC = "unable to parse numeric part of quantity"
 _ERR_SUFFIX = "unable to parse quantity's suffix"
 
-_SUFFIXES: dict[str, tuple[int, int, str]] = {
-    "n": (10, -9, DECIMAL_SI),
-    "u": (10, -6, DECIMAL_SI),
-    "m": (10, -3, DECIMAL_SI),
-    "": (10, 0, DECIMAL_SI),
-    "k": (10, 3, DECIMAL_SI),
-    "M": (10, 6, DECIMAL_SI),
-    "G": (10, 9, DECIMAL_SI),
-    "T": (10, 12, DECIMAL_SI),
-    "P": (10, 15, DECIMAL_SI),
-    "E": (10, 18, DECIMAL_SI),
-    "Ki": (2, 10, BINARY_SI),
-    "Mi": (2, 20, BINARY_SI),
-    "Gi": (2, 30, BINARY_SI),
-    "Ti": (2, 40, BINARY_SI),
-    "Pi": (2, 50, BINARY_SI),
-    "Ei": (2, 60, BINARY_SI),
-}
 _DECIMAL_SUFFIX_BY_EXPONENT = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
 _BINARY_SUFFIX_BY_POWER = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+# What a suffix means when parsing (base, exponent, format), read off the two tables above.
+_SUFFIXES: dict[str, tuple[int, int, str]] = {
+    **{suffix: (10, exponent, DECIMAL_SI) for exponent, suffix in _DECIMAL_SUFFIX_BY_EXPONENT.items()},
+    **{suffix: (2, 10 * power, BINARY_SI) for power, suffix in enumerate(_BINARY_SUFFIX_BY_POWER) if suffix},
+}
 
 # Upstream's scanner, as one pattern: sign, digits, optional fraction, then the suffix
 # letters, an optional sign and digits (the suffix is validated separately).
