@@ -334,14 +334,19 @@ def _coerce_operator(operator: object, path: str = "") -> Operator:
     return found
 
 
-def _coerce_values(values: object, path: str = "") -> tuple[str, ...]:
-    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
-        raise SelectorError(f"{child(path, 'values')}: must be a list of strings, not {type(values).__name__}")
-    items = tuple(values)
+def _list_of(obj: object, path: str, item_type: type, list_name: str, item_name: str) -> list[Any]:
+    """The items of a JSON list, each an ``item_type``; a string or an object is not a list."""
+    if isinstance(obj, (str, bytes, Mapping)) or not isinstance(obj, Iterable):
+        raise SelectorError(f"{path}: must be {list_name}, not {type(obj).__name__}")
+    items = list(obj)
     for i, item in enumerate(items):
-        if not isinstance(item, str):
-            raise SelectorError(f"{child(path, 'values')}[{i}]: must be a string, not {type(item).__name__}")
-    return tuple(sorted(items))
+        if not isinstance(item, item_type):
+            raise SelectorError(f"{index(path, i)}: must be {item_name}, not {type(item).__name__}")
+    return items
+
+
+def _coerce_values(values: object, path: str = "") -> tuple[str, ...]:
+    return tuple(sorted(_list_of(values, child(path, "values"), str, "a list of strings", "a string")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -903,13 +908,7 @@ def _string_map(obj: object, path: str) -> Mapping[str, str]:
 def _expression_list(obj: object) -> list[Mapping[str, Any]]:
     if obj is None:
         return []
-    if isinstance(obj, (str, bytes, Mapping)) or not isinstance(obj, Iterable):
-        raise SelectorError(f"matchExpressions: must be a list, not {type(obj).__name__}")
-    expressions = list(obj)
-    for i, expr in enumerate(expressions):
-        if not isinstance(expr, Mapping):
-            raise SelectorError(f"matchExpressions[{i}]: must be an object, not {type(expr).__name__}")
-    return expressions
+    return _list_of(obj, "matchExpressions", Mapping, "a list", "an object")
 
 
 def _expression_requirement(expr: Mapping[str, Any], path: str) -> Requirement:
