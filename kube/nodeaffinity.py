@@ -22,10 +22,10 @@ error (``null`` reads as ``""``, as Go decodes it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from kube.field import FieldError, child, index
 from kube.labels import Operator, Requirement, Selector, requirement_errors
@@ -63,6 +63,8 @@ NODE_SELECTOR_OPERATORS: Mapping[str, Operator] = MappingProxyType({
 
 #: Upstream's ``validFieldSelectorOperators``.
 FIELD_SELECTOR_OPERATORS = ("In", "NotIn")
+
+_R = TypeVar("_R")
 
 
 def _items(value: Any) -> list[Any]:
@@ -118,18 +120,27 @@ def node_selector_requirement(expr: Any, path: str = "") -> tuple[Requirement | 
     return Requirement(key, op, tuple(values)), []
 
 
+def _each_requirement(
+    exprs: Sequence[Any], path: str, parse: Callable[[Any, str], tuple[_R | None, list[FieldError]]]
+) -> tuple[list[_R], list[FieldError]]:
+    """Every expression parsed under ``path[i]``: the requirements that parsed and all the errors found
+    (upstream reports them all, not the first)."""
+    requirements: list[_R] = []
+    errors: list[FieldError] = []
+    for i, expr in enumerate(exprs):
+        requirement, problems = parse(expr, index(path, i))
+        errors += problems
+        if requirement is not None:
+            requirements.append(requirement)
+    return requirements, errors
+
+
 def requirements_as_selector(exprs: Sequence[Any], path: str = "") -> tuple[Selector | None, list[FieldError]]:
     """``nodeSelectorRequirementsAsSelector``: the requirements ANDed (none select nothing), or
     None and every error found, each under ``path[i]``."""
     if not exprs:
         return Selector.nothing(), []
-    requirements: list[Requirement] = []
-    errors: list[FieldError] = []
-    for i, expr in enumerate(exprs):
-        requirement, problems = node_selector_requirement(expr, index(path, i))
-        errors += problems
-        if requirement is not None:
-            requirements.append(requirement)
+    requirements, errors = _each_requirement(exprs, path, node_selector_requirement)
     return (None, errors) if errors else (Selector(requirements), [])
 
 
@@ -164,13 +175,7 @@ def field_selector_requirement(expr: Any, path: str = "") -> tuple[FieldRequirem
 
 def _field_selector(exprs: Sequence[Any], path: str) -> tuple[tuple[FieldRequirement, ...] | None, list[FieldError]]:
     """``nodeSelectorRequirementsAsFieldSelector``: the requirements ANDed, or every error found."""
-    requirements: list[FieldRequirement] = []
-    errors: list[FieldError] = []
-    for i, expr in enumerate(exprs):
-        requirement, problems = field_selector_requirement(expr, index(path, i))
-        errors += problems
-        if requirement is not None:
-            requirements.append(requirement)
+    requirements, errors = _each_requirement(exprs, path, field_selector_requirement)
     return (None, errors) if errors else (tuple(requirements), [])
 
 
