@@ -40,7 +40,7 @@ exponent spellings (``1e3`` arrives as ``1000.0`` and so prints as DecimalSI).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -189,15 +189,20 @@ class _Status:
     allocated: ResourceList | None
 
 
+def _named_entries(section: Mapping[str, Any], section_name: str, key: str) -> Iterator[tuple[str, Mapping[str, Any], str]]:
+    """The objects listed at ``section[key]`` (a container or a container status), each with its path and name."""
+    for index, raw in enumerate(_sequence(section.get(key), f"{section_name}.{key}")):
+        where = f"{section_name}.{key}[{index}]"
+        entry = _mapping(raw, where)
+        if entry is None:
+            raise PodSpecError(f"{where} must be an object, got null")
+        yield where, entry, _string(entry.get("name"), f"{where}.name")
+
+
 def _containers(spec: Mapping[str, Any], key: str, field: str) -> list[_Container]:
     """Containers of ``spec[key]`` with their ``resources[field]`` parsed."""
     result = []
-    for index, raw in enumerate(_sequence(spec.get(key), f"spec.{key}")):
-        where = f"spec.{key}[{index}]"
-        container = _mapping(raw, where)
-        if container is None:
-            raise PodSpecError(f"{where} must be an object, got null")
-        name = _string(container.get("name"), f"{where}.name")
+    for where, container, name in _named_entries(spec, "spec", key):
         policy = _string(container.get("restartPolicy"), f"{where}.restartPolicy")
         resources = _mapping(container.get("resources"), f"{where}.resources") or {}
         label = f"container {name!r}" if name else where
@@ -211,12 +216,7 @@ def _statuses(status: Mapping[str, Any], field: str) -> dict[str, _Status]:
     """Container statuses by name, regular ones winning, as upstream's findContainerStatus searches."""
     found: dict[str, _Status] = {}
     for key in ("containerStatuses", "initContainerStatuses"):
-        for index, raw in enumerate(_sequence(status.get(key), f"status.{key}")):
-            where = f"status.{key}[{index}]"
-            entry = _mapping(raw, where)
-            if entry is None:
-                raise PodSpecError(f"{where} must be an object, got null")
-            name = _string(entry.get("name"), f"{where}.name")
+        for where, entry, name in _named_entries(status, "status", key):
             if name in found:
                 continue
             label = f"status of container {name!r}" if name else where
@@ -308,47 +308,25 @@ def _container_totals(pod: Mapping[str, Any], field: str, use_status: bool) -> R
     if not statuses and not infeasible:  # allocation and runtime fall back to the spec: both are ``declared``
         return declared
     if field == "limits":
-        actuated = _aggregate(containers, init_containers, _actuated_limits(statuses, infeasible))
+        actuated = _aggregate(containers, init_containers, _status_or_spec(statuses, infeasible, "actuated"))
         return dict(actuated) if infeasible else _max_of(declared, actuated)
-    allocated = _aggregate(containers, init_containers, _allocated_requests(statuses, infeasible))
-    actuated = _aggregate(containers, init_containers, _actuated_requests(statuses, infeasible))
+    allocated = _aggregate(containers, init_containers, _status_or_spec(statuses, infeasible, "allocated"))
+    actuated = _aggregate(containers, init_containers, _status_or_spec(statuses, infeasible, "actuated", "allocated"))
     return _max_of(actuated, allocated) if infeasible else _max_of(declared, actuated, allocated)
 
 
-def _allocated_requests(statuses: dict[str, _Status], infeasible: bool) -> Callable[[_Container], ResourceList | None]:
-    """Upstream containerAllocatedRequests: allocation, else the spec unless the resize is infeasible."""
-
-    def pick(container: _Container) -> ResourceList | None:
-        status = statuses.get(container.name)
-        if status is not None and status.allocated is not None:
-            return status.allocated
-        return None if infeasible else container.resources
-
-    return pick
-
-
-def _actuated_requests(statuses: dict[str, _Status], infeasible: bool) -> Callable[[_Container], ResourceList | None]:
-    """Upstream containerActuatedRequests: what the runtime reports, else the allocation, else the spec."""
+def _status_or_spec(statuses: dict[str, _Status], infeasible: bool, *reports: str) -> Callable[[_Container], ResourceList | None]:
+    """What a container has, as upstream's containerAllocatedRequests (``"allocated"``), containerActuatedRequests
+    (``"actuated", "allocated"``) and containerActuatedLimits (``"actuated"``: limits have no allocation) read it:
+    the first of ``reports`` its status has, else the spec unless the resize is infeasible."""
 
     def pick(container: _Container) -> ResourceList | None:
         status = statuses.get(container.name)
         if status is not None:
-            if status.actuated is not None:
-                return status.actuated
-            if status.allocated is not None:
-                return status.allocated
-        return None if infeasible else container.resources
-
-    return pick
-
-
-def _actuated_limits(statuses: dict[str, _Status], infeasible: bool) -> Callable[[_Container], ResourceList | None]:
-    """Upstream containerActuatedLimits: limits have no allocation, so runtime report or spec."""
-
-    def pick(container: _Container) -> ResourceList | None:
-        status = statuses.get(container.name)
-        if status is not None and status.actuated is not None:
-            return status.actuated
+            for report in reports:
+                found = getattr(status, report)
+                if found is not None:
+                    return found
         return None if infeasible else container.resources
 
     return pick
