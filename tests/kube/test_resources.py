@@ -32,24 +32,21 @@ INFEASIBLE = [{"type": "PodResizePending", "status": "True", "reason": "Infeasib
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
+def present(**fields: Any) -> dict[str, Any]:
+    """The fields that are set: a test object leaves out what upstream's case leaves nil."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
 def container(name: str = "", requests: dict | None = None, limits: dict | None = None, sidecar: bool = False) -> dict:
-    result: dict[str, Any] = {"name": name, "resources": {}}
-    if requests is not None:
-        result["resources"]["requests"] = requests
-    if limits is not None:
-        result["resources"]["limits"] = limits
+    result: dict[str, Any] = {"name": name, "resources": present(requests=requests, limits=limits)}
     if sidecar:
         result["restartPolicy"] = "Always"
     return result
 
 
 def status(name: str = "", requests: dict | None = None, limits: dict | None = None, allocated: dict | None = None) -> dict:
-    result: dict[str, Any] = {"name": name}
-    if requests is not None or limits is not None:
-        result["resources"] = {key: value for key, value in (("requests", requests), ("limits", limits)) if value is not None}
-    if allocated is not None:
-        result["allocatedResources"] = allocated
-    return result
+    resources = present(requests=requests, limits=limits)
+    return {"name": name, **present(resources=resources or None, allocatedResources=allocated)}
 
 
 def make_pod(
@@ -61,20 +58,8 @@ def make_pod(
     init_statuses: list | None = None,
     conditions: list | None = None,
 ) -> dict:
-    spec: dict[str, Any] = {"containers": containers or []}
-    if init is not None:
-        spec["initContainers"] = init
-    if overhead is not None:
-        spec["overhead"] = overhead
-    if pod_resources is not None:
-        spec["resources"] = pod_resources
-    pod_status: dict[str, Any] = {}
-    if statuses is not None:
-        pod_status["containerStatuses"] = statuses
-    if init_statuses is not None:
-        pod_status["initContainerStatuses"] = init_statuses
-    if conditions is not None:
-        pod_status["conditions"] = conditions
+    spec = {"containers": containers or [], **present(initContainers=init, overhead=overhead, resources=pod_resources)}
+    pod_status = present(containerStatuses=statuses, initContainerStatuses=init_statuses, conditions=conditions)
     return {"apiVersion": "v1", "kind": "Pod", "spec": spec, "status": pod_status}
 
 
@@ -168,29 +153,96 @@ def test_pod_requests_and_limits_without_overhead(pod: dict, requests: dict, lim
 
 
 # ---------------------------------------------------------------------------------------
-# TestPodResourceRequests
+# TestPodResourceRequests and TestPodResourceLimits
+
+STATUS = {"use_status_resources": True}
+SPEC = {"use_status_resources": False}
+
+
+def mem(text: str) -> dict[str, str]:
+    return {"memory": text}
+
+
+def on(field: str, name: str, amount: str, sidecar: bool = False) -> dict:
+    """A container with ``amount`` CPUs in its ``field`` ("requests" or "limits")."""
+    return container(name, sidecar=sidecar, **{field: cpu(amount)})
+
+
+def leading_cases(field: str) -> list:
+    """The first cases of upstream's TestPodResourceRequests and TestPodResourceLimits, one table on either field."""
+    containers, init = [on(field, "", "2"), on(field, "", "3")], [on(field, "", "2")]
+    return [
+        pytest.param(make_pod([on(field, "", "1")], init=[on(field, "", "4")]), {}, cpu("4"), id="larger init container"),
+        pytest.param(make_pod(containers, init=init), {}, cpu("5"), id="larger containers"),
+        pytest.param(
+            make_pod(containers, init=init, overhead=cpu("1")), {"exclude_overhead": True}, cpu("5"), id="pod overhead excluded"
+        ),
+    ]
+
+
+def sidecar_cases(field: str) -> list:
+    """Upstream's restartable init container cases, the same in TestPodResourceRequests and TestPodResourceLimits."""
+    regular = [on(field, "container-1", "1")]
+    sidecars = [on(field, f"restartable-init-{n}", str(n), sidecar=True) for n in (1, 2, 3)]
+    init = on(field, "init-1", "5")
+    return [
+        pytest.param(make_pod(regular, init=sidecars[:1]), {}, cpu("2"), id="restartable init container"),
+        pytest.param(make_pod(regular, init=[init, *sidecars]), {}, cpu("7"), id="multiple restartable init containers"),
+        pytest.param(
+            make_pod(regular, init=[init, *sidecars[:2], on(field, "init-2", "5"), sidecars[2]]),
+            {},
+            cpu("8"),
+            id="multiple restartable and regular init containers",
+        ),
+        pytest.param(
+            make_pod(
+                [on(field, "container-1", "100")], init=[on(field, "restartable-init-1", "10", True), on(field, "init-1", "200")]
+            ),
+            {},
+            cpu("210"),
+            id="restartable-init, init and regular",
+        ),
+    ]
+
+
+def resized_pod(field: str, spec: dict, reported: dict, sidecar: bool = False, conditions: list | None = None) -> dict:
+    """Upstream's resized pod: container-1 (restartable-init-1 with ``sidecar``) has ``spec`` in its ``field``
+    and its status reports ``reported``."""
+    name = "restartable-init-1" if sidecar else "container-1"
+    own, reports = [container(name, sidecar=sidecar, **{field: spec})], [status(name, **{field: reported})]
+    if sidecar:
+        return make_pod(init=own, init_statuses=reports, conditions=conditions)
+    return make_pod(own, statuses=reports, conditions=conditions)
+
+
+def resize_cases(prefix: str, sidecar: bool) -> list:
+    """TestPodResourceRequests' resize cases, which upstream runs on a container and on a restartable init container."""
+
+    def pod(conditions: list | None = None) -> dict:
+        return resized_pod("requests", cpu("4"), cpu("2"), sidecar=sidecar, conditions=conditions)
+
+    return [
+        pytest.param(pod(INFEASIBLE), STATUS, cpu("2"), id=f"{prefix}, infeasible"),
+        pytest.param(pod(), STATUS, cpu("4"), id=f"{prefix}, no resize status"),
+        pytest.param(pod(INFEASIBLE), SPEC, cpu("4"), id=f"{prefix}, infeasible, but don't use status"),
+    ]
+
+
+def scaled_cases(suffix: str, sidecar: bool) -> list:
+    """TestPodResourceLimits' resize cases, which upstream runs on a container and on a restartable init container."""
+
+    def pod(spec: str, reported: str) -> dict:
+        return resized_pod("limits", mem(spec), mem(reported), sidecar=sidecar)
+
+    return [
+        pytest.param(pod("2Gi", "1Gi"), STATUS, mem("2Gi"), id=f"pod scaled up{suffix}"),
+        pytest.param(pod("1Gi", "2Gi"), STATUS, mem("2Gi"), id=f"pod scaled down{suffix}"),
+        pytest.param(pod("1Gi", "2Gi"), SPEC, mem("1Gi"), id=f"pod scaled down{suffix}, don't use status"),
+    ]
+
 
 REQUEST_CASES = [
-    pytest.param(
-        make_pod([container(requests=cpu("1"))], init=[container(requests=cpu("4"))]),
-        {},
-        {"cpu": "4"},
-        id="larger init container",
-    ),
-    pytest.param(
-        make_pod([container(requests=cpu("2")), container(requests=cpu("3"))], init=[container(requests=cpu("2"))]),
-        {},
-        {"cpu": "5"},
-        id="larger containers",
-    ),
-    pytest.param(
-        make_pod(
-            [container(requests=cpu("2")), container(requests=cpu("3"))], init=[container(requests=cpu("2"))], overhead=cpu("1")
-        ),
-        {"exclude_overhead": True},
-        {"cpu": "5"},
-        id="pod overhead excluded",
-    ),
+    *leading_cases("requests"),
     pytest.param(
         make_pod(
             [container(requests=cpu("2")), container(requests=cpu("3"))],
@@ -201,27 +253,16 @@ REQUEST_CASES = [
         {"cpu": "6", "memory": "1Gi"},
         id="pod overhead included",
     ),
-    pytest.param(
-        make_pod([container("container-1", cpu("4"))], statuses=[status("container-1", cpu("2"))], conditions=INFEASIBLE),
-        {"use_status_resources": True},
-        {"cpu": "2"},
-        id="resized, infeasible",
-    ),
+    *resize_cases("resized", sidecar=False),
     pytest.param(
         make_pod(
             [container("container-1", cpu("6"))],
             statuses=[status("container-1", cpu("2"), allocated=cpu("4"))],
             conditions=INFEASIBLE,
         ),
-        {"use_status_resources": True},
-        {"cpu": "4"},
+        STATUS,
+        cpu("4"),
         id="resized, infeasible & in-progress",
-    ),
-    pytest.param(
-        make_pod([container("container-1", cpu("4"))], statuses=[status("container-1", cpu("2"))]),
-        {"use_status_resources": True},
-        {"cpu": "4"},
-        id="resized, no resize status",
     ),
     pytest.param(
         make_pod(
@@ -234,95 +275,19 @@ REQUEST_CASES = [
                 )
             ],
         ),
-        {"use_status_resources": True},
+        STATUS,
         {"cpu": "30m", "memory": "30M", "ephemeral-storage": "30G"},
         id="resized: per-resource 3-way maximum",
     ),
-    pytest.param(
-        make_pod([container("container-1", cpu("4"))], statuses=[status("container-1", cpu("2"))], conditions=INFEASIBLE),
-        {"use_status_resources": False},
-        {"cpu": "4"},
-        id="resized, infeasible, but don't use status",
-    ),
-    pytest.param(
-        make_pod(
-            init=[container("restartable-init-1", cpu("4"), sidecar=True)],
-            init_statuses=[status("restartable-init-1", cpu("2"))],
-            conditions=INFEASIBLE,
-        ),
-        {"use_status_resources": True},
-        {"cpu": "2"},
-        id="resized, restartable init container, infeasible",
-    ),
-    pytest.param(
-        make_pod(
-            init=[container("restartable-init-1", cpu("4"), sidecar=True)], init_statuses=[status("restartable-init-1", cpu("2"))]
-        ),
-        {"use_status_resources": True},
-        {"cpu": "4"},
-        id="resized, restartable init container, no resize status",
-    ),
-    pytest.param(
-        make_pod(
-            init=[container("restartable-init-1", cpu("4"), sidecar=True)],
-            init_statuses=[status("restartable-init-1", cpu("2"))],
-            conditions=INFEASIBLE,
-        ),
-        {"use_status_resources": False},
-        {"cpu": "4"},
-        id="resized, restartable init container, infeasible, but don't use status",
-    ),
-    pytest.param(
-        make_pod([container("container-1", cpu("1"))], init=[container("restartable-init-1", cpu("1"), sidecar=True)]),
-        {},
-        {"cpu": "2"},
-        id="restartable init container",
-    ),
-    pytest.param(
-        make_pod(
-            [container("container-1", cpu("1"))],
-            init=[
-                container("init-1", cpu("5")),
-                container("restartable-init-1", cpu("1"), sidecar=True),
-                container("restartable-init-2", cpu("2"), sidecar=True),
-                container("restartable-init-3", cpu("3"), sidecar=True),
-            ],
-        ),
-        {},
-        {"cpu": "7"},
-        id="multiple restartable init containers",
-    ),
-    pytest.param(
-        make_pod(
-            [container("container-1", cpu("1"))],
-            init=[
-                container("init-1", cpu("5")),
-                container("restartable-init-1", cpu("1"), sidecar=True),
-                container("restartable-init-2", cpu("2"), sidecar=True),
-                container("init-2", cpu("5")),
-                container("restartable-init-3", cpu("3"), sidecar=True),
-            ],
-        ),
-        {},
-        {"cpu": "8"},
-        id="multiple restartable and regular init containers",
-    ),
-    pytest.param(
-        make_pod(
-            [container("container-1", cpu("100"))],
-            init=[container("restartable-init-1", cpu("10"), sidecar=True), container("init-1", cpu("200"))],
-        ),
-        {},
-        {"cpu": "210"},
-        id="restartable-init, init and regular",
-    ),
+    *resize_cases("resized, restartable init container", sidecar=True),
+    *sidecar_cases("requests"),
     pytest.param(
         make_pod(
             [container("c1", cpu("1")), container("c2", cpu("2"))],
             statuses=[status("c1", allocated=cpu("2")), status("c2", allocated=cpu("1"))],
         ),
-        {"use_status_resources": True},
-        {"cpu": "3"},
+        STATUS,
+        cpu("3"),
         id="aggregate request resolves max of sums instead of sum of maxes",
     ),
 ]
@@ -333,30 +298,8 @@ def test_pod_resource_requests(pod: dict, options: dict, expected: dict) -> None
     assert pod_requests(pod, **options) == ql(expected)
 
 
-# ---------------------------------------------------------------------------------------
-# TestPodResourceLimits
-
-
-def mem(text: str) -> dict[str, str]:
-    return {"memory": text}
-
-
 LIMIT_CASES = [
-    pytest.param(
-        make_pod([container(limits=cpu("1"))], init=[container(limits=cpu("4"))]), {}, {"cpu": "4"}, id="larger init container"
-    ),
-    pytest.param(
-        make_pod([container(limits=cpu("2")), container(limits=cpu("3"))], init=[container(limits=cpu("2"))]),
-        {},
-        {"cpu": "5"},
-        id="larger containers",
-    ),
-    pytest.param(
-        make_pod([container(limits=cpu("2")), container(limits=cpu("3"))], init=[container(limits=cpu("2"))], overhead=cpu("1")),
-        {"exclude_overhead": True},
-        {"cpu": "5"},
-        id="pod overhead excluded",
-    ),
+    *leading_cases("limits"),
     pytest.param(
         make_pod(
             [container(limits=cpu("2")), container(limits=cpu("3"))],
@@ -382,110 +325,22 @@ LIMIT_CASES = [
         {"cpu": "2", "memory": "2Gi"},
         id="one limited and one unlimited init container",
     ),
-    pytest.param(
-        make_pod(
-            [container("container-1", limits=cpu("1"))], init=[container("restartable-init-1", limits=cpu("1"), sidecar=True)]
-        ),
-        {},
-        {"cpu": "2"},
-        id="restartable init container",
-    ),
-    pytest.param(
-        make_pod(
-            [container("container-1", limits=cpu("1"))],
-            init=[
-                container("init-1", limits=cpu("5")),
-                container("restartable-init-1", limits=cpu("1"), sidecar=True),
-                container("restartable-init-2", limits=cpu("2"), sidecar=True),
-                container("restartable-init-3", limits=cpu("3"), sidecar=True),
-            ],
-        ),
-        {},
-        {"cpu": "7"},
-        id="multiple restartable init containers",
-    ),
-    pytest.param(
-        make_pod(
-            [container("container-1", limits=cpu("1"))],
-            init=[
-                container("init-1", limits=cpu("5")),
-                container("restartable-init-1", limits=cpu("1"), sidecar=True),
-                container("restartable-init-2", limits=cpu("2"), sidecar=True),
-                container("init-2", limits=cpu("5")),
-                container("restartable-init-3", limits=cpu("3"), sidecar=True),
-            ],
-        ),
-        {},
-        {"cpu": "8"},
-        id="multiple restartable and regular init containers",
-    ),
-    pytest.param(
-        make_pod(
-            [container("container-1", limits=cpu("100"))],
-            init=[container("restartable-init-1", limits=cpu("10"), sidecar=True), container("init-1", limits=cpu("200"))],
-        ),
-        {},
-        {"cpu": "210"},
-        id="restartable-init, init and regular",
-    ),
-    pytest.param(
-        make_pod([container("container-1", limits=mem("2Gi"))], statuses=[status("container-1", limits=mem("1Gi"))]),
-        {"use_status_resources": True},
-        {"memory": "2Gi"},
-        id="pod scaled up",
-    ),
-    pytest.param(
-        make_pod([container("container-1", limits=mem("1Gi"))], statuses=[status("container-1", limits=mem("2Gi"))]),
-        {"use_status_resources": True},
-        {"memory": "2Gi"},
-        id="pod scaled down",
-    ),
-    pytest.param(
-        make_pod([container("container-1", limits=mem("1Gi"))], statuses=[status("container-1", limits=mem("2Gi"))]),
-        {"use_status_resources": False},
-        {"memory": "1Gi"},
-        id="pod scaled down, don't use status",
-    ),
-    pytest.param(
-        make_pod(
-            init=[container("restartable-init-1", limits=mem("2Gi"), sidecar=True)],
-            init_statuses=[status("restartable-init-1", limits=mem("1Gi"))],
-        ),
-        {"use_status_resources": True},
-        {"memory": "2Gi"},
-        id="pod scaled up with restartable init containers",
-    ),
-    pytest.param(
-        make_pod(
-            init=[container("restartable-init-1", limits=mem("1Gi"), sidecar=True)],
-            init_statuses=[status("restartable-init-1", limits=mem("2Gi"))],
-        ),
-        {"use_status_resources": True},
-        {"memory": "2Gi"},
-        id="pod scaled down with restartable init containers",
-    ),
-    pytest.param(
-        make_pod(
-            init=[container("restartable-init-1", limits=mem("1Gi"), sidecar=True)],
-            init_statuses=[status("restartable-init-1", limits=mem("2Gi"))],
-        ),
-        {"use_status_resources": False},
-        {"memory": "1Gi"},
-        id="pod scaled down with restartable init containers, don't use status",
-    ),
+    *sidecar_cases("limits"),
+    *scaled_cases("", sidecar=False),
+    *scaled_cases(" with restartable init containers", sidecar=True),
     pytest.param(
         make_pod(
             [container("c1", limits=cpu("1")), container("c2", limits=cpu("2"))],
             statuses=[status("c1", limits=cpu("2")), status("c2", limits=cpu("1"))],
         ),
-        {"use_status_resources": True},
-        {"cpu": "3"},
+        STATUS,
+        cpu("3"),
         id="aggregate limit resolves max of sums instead of sum of maxes",
     ),
     pytest.param(
         make_pod([container("c1", limits=cpu("10"))], statuses=[status("c1", limits=cpu("6"))], conditions=INFEASIBLE),
-        {"use_status_resources": True},
-        {"cpu": "6"},
+        STATUS,
+        cpu("6"),
         id="container limits aggregation with infeasible resize",
     ),
 ]
@@ -511,47 +366,30 @@ def test_first_resize_condition_decides() -> None:
 # ---------------------------------------------------------------------------------------
 # TestAggregateContainerRequestsAndLimits, through the public functions
 
+
+def one_field_cases(field: str) -> list:
+    """TestAggregateContainerRequestsAndLimits' cases on one field, which upstream runs on requests and on limits."""
+
+    def total(amount: str) -> tuple[dict, dict]:
+        return (cpu(amount), {}) if field == "requests" else ({}, cpu(amount))
+
+    nine = on(field, "", "9")
+    return [
+        pytest.param(make_pod([nine]), {}, *total("9"), id=f"one container with {field}"),
+        pytest.param(make_pod([nine, nine]), {}, *total("18"), id=f"two containers with {field}"),
+        pytest.param(make_pod([nine], init=[nine]), {}, *total("9"), id=f"regular and init {field}"),
+        pytest.param(
+            make_pod([nine], init=[on(field, "", "8", sidecar=True), on(field, "", "6")]),
+            {},
+            *total("17"),
+            id=f"regular, init and sidecar {field}",
+        ),
+    ]
+
+
 AGGREGATE_CASES = [
-    pytest.param(make_pod([container(limits=cpu("9"))]), {}, {}, {"cpu": "9"}, id="one container with limits"),
-    pytest.param(
-        make_pod([container(limits=cpu("9")), container(limits=cpu("9"))]), {}, {}, {"cpu": "18"}, id="two containers with limits"
-    ),
-    pytest.param(make_pod([container(requests=cpu("9"))]), {}, {"cpu": "9"}, {}, id="one container with requests"),
-    pytest.param(
-        make_pod([container(requests=cpu("9")), container(requests=cpu("9"))]),
-        {},
-        {"cpu": "18"},
-        {},
-        id="two containers with requests",
-    ),
-    pytest.param(
-        make_pod([container(requests=cpu("9"))], init=[container(requests=cpu("9"))]),
-        {},
-        {"cpu": "9"},
-        {},
-        id="regular and init requests",
-    ),
-    pytest.param(
-        make_pod([container(requests=cpu("9"))], init=[container(requests=cpu("8"), sidecar=True), container(requests=cpu("6"))]),
-        {},
-        {"cpu": "17"},
-        {},
-        id="regular, init and sidecar requests",
-    ),
-    pytest.param(
-        make_pod([container(limits=cpu("9"))], init=[container(limits=cpu("9"))]),
-        {},
-        {},
-        {"cpu": "9"},
-        id="regular and init limits",
-    ),
-    pytest.param(
-        make_pod([container(limits=cpu("9"))], init=[container(limits=cpu("8"), sidecar=True), container(limits=cpu("6"))]),
-        {},
-        {},
-        {"cpu": "17"},
-        id="regular, init and sidecar limits",
-    ),
+    *one_field_cases("limits"),
+    *one_field_cases("requests"),
     pytest.param(
         make_pod([container("container-1")], statuses=[status("container-1", cpu("2"))]),
         {"use_status_resources": True},
@@ -609,6 +447,22 @@ def hp(size: str) -> str:
     return "hugepages-" + size
 
 
+def hugepages(pages: dict[str, str], **requests: str) -> dict[str, dict[str, str]]:
+    """Requests and limits with the hugepages limited to what is requested, as the API requires."""
+    return {"limits": pages, "requests": {**requests, **pages}}
+
+
+def mem_cpu(memory: str, cpus: str) -> dict[str, str]:
+    return {"memory": memory, "cpu": cpus}
+
+
+def asks(memory: str, cpus: str, sidecar: bool = False) -> dict:
+    return container(requests=mem_cpu(memory, cpus), sidecar=sidecar)
+
+
+SIDECAR_AND_INIT = [asks("5Mi", "4m", sidecar=True), asks("6Mi", "8m")]
+
+
 POD_LEVEL_REQUEST_CASES = [
     pytest.param(make_pod(), {}, {}, id="nil"),
     pytest.param(
@@ -633,99 +487,57 @@ POD_LEVEL_REQUEST_CASES = [
         {"memory": "3Mi"},
         id="unsupported at pod level",
     ),
+    pytest.param(make_pod([asks("3Mi", "2m")]), {}, mem_cpu("3Mi", "2m"), id="only container level"),
     pytest.param(
-        make_pod([container(requests={"memory": "3Mi", "cpu": "2m"})]),
+        make_pod([asks("3Mi", "2m")], pod_resources={"requests": mem_cpu("6Mi", "8m")}),
         {},
-        {"memory": "3Mi", "cpu": "2m"},
-        id="only container level",
-    ),
-    pytest.param(
-        make_pod(
-            [container(requests={"memory": "3Mi", "cpu": "2m"})], pod_resources={"requests": {"memory": "6Mi", "cpu": "8m"}}
-        ),
-        {},
-        {"memory": "6Mi", "cpu": "8m"},
+        mem_cpu("6Mi", "8m"),
         id="both levels",
     ),
+    pytest.param(make_pod([asks("3Mi", "2m")], init=[asks("5Mi", "4m")]), {}, mem_cpu("5Mi", "4m"), id="container and init"),
     pytest.param(
-        make_pod([container(requests={"memory": "3Mi", "cpu": "2m"})], init=[container(requests={"memory": "5Mi", "cpu": "4m"})]),
-        {},
-        {"memory": "5Mi", "cpu": "4m"},
-        id="container and init",
-    ),
-    pytest.param(
-        make_pod([container(requests={"memory": "3Mi", "cpu": "2m"})], init=[container(requests={"memory": "5Mi", "cpu": "4m"})]),
+        make_pod([asks("3Mi", "2m")], init=[asks("5Mi", "4m")]),
         {"skip_pod_level_resources": True},
-        {"memory": "5Mi", "cpu": "4m"},
+        mem_cpu("5Mi", "4m"),
         id="container and init, skipping pod level",
     ),
     pytest.param(
-        make_pod(
-            [container(requests={"memory": "3Mi", "cpu": "2m"})],
-            init=[container(requests={"memory": "5Mi", "cpu": "4m"}, sidecar=True)],
-        ),
+        make_pod([asks("3Mi", "2m")], init=[asks("5Mi", "4m", sidecar=True)]),
         {},
-        {"memory": "8Mi", "cpu": "6m"},
+        mem_cpu("8Mi", "6m"),
         id="container and sidecar",
     ),
     pytest.param(
-        make_pod(
-            [container(requests={"memory": "3Mi", "cpu": "2m"})],
-            init=[
-                container(requests={"memory": "5Mi", "cpu": "4m"}, sidecar=True),
-                container(requests={"memory": "6Mi", "cpu": "8m"}),
-            ],
-        ),
-        {},
-        {"memory": "11Mi", "cpu": "12m"},
-        id="container, sidecar and init",
+        make_pod([asks("3Mi", "2m")], init=SIDECAR_AND_INIT), {}, mem_cpu("11Mi", "12m"), id="container, sidecar and init"
     ),
     pytest.param(
-        make_pod(
-            [container(requests={"memory": "3Mi", "cpu": "2m"})],
-            init=[
-                container(requests={"memory": "5Mi", "cpu": "4m"}, sidecar=True),
-                container(requests={"memory": "6Mi", "cpu": "8m"}),
-            ],
-            pod_resources={"requests": {"memory": "15Mi", "cpu": "18m"}},
-        ),
+        make_pod([asks("3Mi", "2m")], init=SIDECAR_AND_INIT, pod_resources={"requests": mem_cpu("15Mi", "18m")}),
         {},
-        {"memory": "15Mi", "cpu": "18m"},
+        mem_cpu("15Mi", "18m"),
         id="pod level over container, sidecar and init",
     ),
     pytest.param(
-        make_pod(pod_resources={"limits": {hp("2Mi"): "2Mi"}, "requests": {"memory": "10Mi", hp("2Mi"): "2Mi"}}),
+        make_pod(pod_resources=hugepages({hp("2Mi"): "2Mi"}, memory="10Mi")),
         {},
         {"memory": "10Mi", hp("2Mi"): "2Mi"},
         id="hugepages single size",
     ),
     pytest.param(
-        make_pod(
-            pod_resources={
-                "limits": {hp("2Mi"): "2Mi", hp("1Gi"): "1Gi"},
-                "requests": {"cpu": "1", hp("2Mi"): "2Mi", hp("1Gi"): "1Gi"},
-            }
-        ),
+        make_pod(pod_resources=hugepages({hp("2Mi"): "2Mi", hp("1Gi"): "1Gi"}, cpu="1")),
         {},
         {"cpu": "1", hp("2Mi"): "2Mi", hp("1Gi"): "1Gi"},
         id="hugepages multiple sizes",
     ),
     pytest.param(
-        make_pod(
-            [container(requests={hp("2Mi"): "6Mi"}, limits={hp("2Mi"): "6Mi"})],
-            pod_resources={"limits": {hp("2Mi"): "10Mi"}, "requests": {"cpu": "1", hp("2Mi"): "10Mi"}},
-        ),
+        make_pod([container(**hugepages({hp("2Mi"): "6Mi"}))], pod_resources=hugepages({hp("2Mi"): "10Mi"}, cpu="1")),
         {},
         {"cpu": "1", hp("2Mi"): "10Mi"},
         id="hugepages at both levels",
     ),
     pytest.param(
         make_pod(
-            [container(requests={"cpu": "1", hp("1Gi"): "2Gi"}, limits={hp("1Gi"): "2Gi"})],
-            pod_resources={
-                "limits": {hp("2Mi"): "10Mi", hp("1Gi"): "2Gi"},
-                "requests": {"cpu": "1", hp("2Mi"): "10Mi", hp("1Gi"): "2Gi"},
-            },
+            [container(**hugepages({hp("1Gi"): "2Gi"}, cpu="1"))],
+            pod_resources=hugepages({hp("2Mi"): "10Mi", hp("1Gi"): "2Gi"}, cpu="1"),
         ),
         {},
         {"cpu": "1", hp("2Mi"): "10Mi", hp("1Gi"): "2Gi"},
@@ -733,8 +545,7 @@ POD_LEVEL_REQUEST_CASES = [
     ),
     pytest.param(
         make_pod(
-            [container(requests={"memory": "4Mi", hp("1Gi"): "1Gi"}, limits={hp("1Gi"): "1Gi"})],
-            pod_resources={"limits": {hp("2Mi"): "10Mi"}, "requests": {"cpu": "1", hp("2Mi"): "10Mi"}},
+            [container(**hugepages({hp("1Gi"): "1Gi"}, memory="4Mi"))], pod_resources=hugepages({hp("2Mi"): "10Mi"}, cpu="1")
         ),
         {},
         {"cpu": "1", "memory": "4Mi", hp("2Mi"): "10Mi", hp("1Gi"): "1Gi"},
