@@ -15,11 +15,11 @@ matched against a member cluster's name and labels.  What is KubeAdmiral's own l
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from kube.field import aggregate, go_quote
+from kube.field import FieldError, aggregate, go_quote
 from kube.labels import Requirement, Selector
 from kube.nodeaffinity import (
     FieldRequirement,
@@ -33,6 +33,8 @@ from .types import ClusterInfo, UnitError
 
 __all__ = ["Term", "compile_preferred", "expressions_selector", "match_terms", "matches_terms", "preference_selector"]
 
+R = TypeVar("R", Requirement, FieldRequirement)
+
 
 def _quoted(value: Any) -> str:
     """Go's ``%q`` of an operator (a missing one is ``""``)."""
@@ -40,13 +42,22 @@ def _quoted(value: Any) -> str:
 
 
 def _requirement(expr: Any) -> Requirement:
+    return _parsed(expr, node_selector_requirement, fields=False)
+
+
+def _parsed(expr: Any, parse: Callable[[Any], tuple[R | None, list[FieldError]]], fields: bool) -> R:
+    """``parse`` one match expression (or field); a broken one raises KubeAdmiral's words for its first error."""
+    noun, selector = ("field", "cluster field selector") if fields else ("expression", "cluster selector")
     if not isinstance(expr, Mapping):
-        raise UnitError("a match expression must be an object with key, operator and values")
-    requirement, errors = node_selector_requirement(expr)
+        raise UnitError(f"a match {noun} must be an object with key, operator and values")
+    requirement, errors = parse(expr)
     if requirement is not None:
         return requirement
+    operator = _quoted(expr.get("operator"))
     if errors[0].field == "operator":
-        raise UnitError(f"{_quoted(expr.get('operator'))} is not a valid cluster selector operator")
+        raise UnitError(f"{operator} is not a valid {selector} operator")
+    if fields and errors[0].field == "values":
+        raise UnitError(f"unexpected number of value ({len(errors[0].bad_value)}) for {selector} operator {operator}")
     raise UnitError(aggregate(errors))
 
 
@@ -58,17 +69,7 @@ def expressions_selector(expressions: Sequence[Any]) -> Selector:
 
 
 def _field_requirement(expr: Any) -> FieldRequirement:
-    if not isinstance(expr, Mapping):
-        raise UnitError("a match field must be an object with key, operator and values")
-    requirement, errors = field_selector_requirement(expr)
-    if requirement is not None:
-        return requirement
-    operator = _quoted(expr.get("operator"))
-    if errors[0].field == "operator":
-        raise UnitError(f"{operator} is not a valid cluster field selector operator")
-    if errors[0].field == "values":
-        raise UnitError(f"unexpected number of value ({len(errors[0].bad_value)}) for cluster field selector operator {operator}")
-    raise UnitError(aggregate(errors))
+    return _parsed(expr, field_selector_requirement, fields=True)
 
 
 def _fields(expressions: Sequence[Any]) -> tuple[FieldRequirement, ...]:

@@ -19,12 +19,7 @@ _UINT32_MASK = 0xFFFFFFFF
 
 @dataclass(frozen=True)
 class ClusterPreference:
-    """How much of a workload one cluster should get.
-
-    ``weight`` is relative to the other clusters' weights; ``min_replicas`` is
-    served before any weighted share; ``max_replicas`` (``None`` = unbounded)
-    is a hard ceiling for the weighted share.
-    """
+    """See :class:`federation.planner.ClusterPreference`."""
 
     weight: int
     min_replicas: int = 0
@@ -41,12 +36,7 @@ class _Ranked:
 
 
 def fnv1_32(data: bytes) -> int:
-    """32-bit FNV-1 (multiply, then xor), as Go's ``hash/fnv.New32``.
-
-    Upstream breaks weight ties with this hash rather than by name so that a
-    single replica does not always land on the alphabetically first cluster;
-    reproducing the very same hash keeps our tie-breaks identical to theirs.
-    """
+    """See :func:`federation.planner.fnv1_32`."""
     value = _FNV32_OFFSET_BASIS
     for byte in data:
         value = (value * _FNV32_PRIME) & _UINT32_MASK
@@ -71,10 +61,7 @@ def _rank(preferences: Mapping[str, ClusterPreference], key: str) -> list[_Ranke
 
 
 def _resolve(preferences: Mapping[str, ClusterPreference], clusters: Sequence[str]) -> dict[str, ClusterPreference]:
-    """Pick each available cluster's preference: its own entry, else the wildcard.
-
-    Clusters with neither get nothing at all (they do not appear in the plan).
-    """
+    """See :func:`federation.planner._resolve`."""
     resolved: dict[str, ClusterPreference] = {}
     for cluster in clusters:
         if cluster in preferences:
@@ -209,11 +196,7 @@ def _desired_plan(
 
 
 def _trim_overflow(overflow: Mapping[str, int], unplaced: int) -> dict[str, int]:
-    """Keep overflow only up to the replicas that found no home anywhere.
-
-    When unschedulable replicas may move, the ones another cluster absorbed
-    are no longer overflow.
-    """
+    """See :func:`federation.planner._trim_overflow`."""
     trimmed: dict[str, int] = {}
     for cluster, value in overflow.items():
         value = min(value, unplaced)
@@ -322,22 +305,7 @@ def plan(
     avoid_migration: bool = False,
     keep_unschedulable: bool = False,
 ) -> tuple[dict[str, int], dict[str, int]]:
-    """Split ``total`` replicas over ``clusters``; return ``(plan, overflow)``.
-
-    ``plan`` has an entry (possibly 0) for every available cluster that has a
-    preference (its own or the ``"*"`` wildcard). ``overflow`` holds replicas
-    that a cluster's *estimated* capacity could not take: a scheduler may
-    still try them there, since estimates can be wrong. ``limited_capacity``
-    is a hard cap that produces no overflow. ``key`` (the workload's key)
-    seeds the tie-break so equal-weight workloads do not all favour one
-    cluster.
-
-    With ``avoid_migration`` the result starts from ``current`` and only
-    scales up where the weighted plan wants more, or down where it wants
-    less: no replica is stopped in one cluster to start in another. Without
-    it, unschedulable replicas are always kept as overflow: otherwise the
-    next reschedule would undo the move and loop forever.
-    """
+    """See :func:`federation.planner.plan`."""
     _check_non_negative(preferences, total, current, estimated_capacity, limited_capacity)
     resolved = _resolve(preferences, clusters)
     ranked = _rank(resolved, key)

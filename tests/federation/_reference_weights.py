@@ -43,21 +43,14 @@ def go_round(value: float) -> int:
 
 
 def _whole_units(value: float) -> int:
-    """A quantity as whole units rounded away from zero, like ``Quantity.Value()``.
-
-    Upstream weighs whole CPU cores (and whole GPUs); fractional input is
-    rounded the same way rather than rejected.
-    """
+    """See :func:`federation.weights._whole_units`."""
     if isinstance(value, int):
         return value
     return math.ceil(value) if value > 0 else math.floor(value)
 
 
 def _equal_split(names: Sequence[str]) -> dict[str, int]:
-    """Everyone gets round(1000 / n): upstream's answer when nothing can be compared.
-
-    Note this may sum to 999 or 1001 (e.g. three clusters get 333 each).
-    """
+    """See :func:`federation.weights._equal_split`."""
     return {name: go_round(TOTAL_WEIGHT / len(names)) for name in names}
 
 
@@ -66,11 +59,7 @@ def weight_limits(
     resource: str = "cpu",
     supply_limit_ratio: float = DEFAULT_SUPPLY_LIMIT_RATIO,
 ) -> dict[str, int]:
-    """Per-mille cap per cluster: its share of total allocatable times the ratio.
-
-    Raises ``ValueError`` when a cluster does not report ``resource`` at all
-    (and the fleet total is not zero), as upstream errors out.
-    """
+    """See :func:`federation.weights.weight_limits`."""
     total = 0.0
     for resources in allocatables.values():
         total += float(_whole_units(resources.get(resource, 0)))
@@ -91,10 +80,7 @@ def _capped_shares(
     limits: Mapping[str, int],
     total_available: float,
 ) -> dict[str, int]:
-    """Each cluster's per-mille share of free capacity, clipped to its limit.
-
-    Overcommitted clusters (negative available) count as having nothing free.
-    """
+    """See :func:`federation.weights._capped_shares`."""
     shares: dict[str, int] = {}
     for name, resources in availables.items():
         if resource not in resources:
@@ -105,12 +91,7 @@ def _capped_shares(
 
 
 def _normalise(shares: Mapping[str, int]) -> dict[str, int]:
-    """Rescale to 1000 and give the rounding remainder to the heaviest cluster.
-
-    The heaviest cluster changes least in relative terms. Ties go to the
-    first such cluster in input order (upstream iterates a Go map, so its
-    choice among equals is random).
-    """
+    """See :func:`federation.weights._normalise`."""
     share_sum = sum(shares.values())
     weights: dict[str, int] = {}
     heaviest, heaviest_weight = None, 0
@@ -129,12 +110,7 @@ def available_to_weights(
     resource: str,
     limits: Mapping[str, int],
 ) -> dict[str, int]:
-    """Per-mille weights from free capacity, capped by ``limits``, summing to 1000.
-
-    With no free capacity anywhere every cluster gets round(1000 / n). If the
-    caps zero out every cluster that has free capacity, upstream divides 0 by
-    0 and produces garbage; we fall back to the same equal split instead.
-    """
+    """See :func:`federation.weights.available_to_weights`."""
     total_available = 0.0
     for resources in availables.values():
         amount = _whole_units(resources.get(resource, 0))
@@ -149,10 +125,7 @@ def available_to_weights(
 
 
 def reported_resources(resources: Mapping[str, int] | None) -> dict[str, int]:
-    """A cluster's resource list as upstream reads it: cpu/memory/GPU default to 0.
-
-    ``None`` means the cluster has not reported node-level status yet.
-    """
+    """See :func:`federation.weights.reported_resources`."""
     merged: dict[str, int] = {name: 0 for name in _ALWAYS_REPORTED}
     if resources:
         merged.update(resources)
@@ -164,14 +137,7 @@ def dynamic_weights(
     resource: str = "cpu",
     supply_limit_ratio: float = DEFAULT_SUPPLY_LIMIT_RATIO,
 ) -> dict[str, int]:
-    """Per-mille scheduling weights from each cluster's water level.
-
-    ``clusters`` holds ``(name, allocatable, available)`` with available =
-    allocatable minus pod requests (may be negative when overcommitted);
-    either mapping may be ``None`` when the cluster reports no resources.
-    Use ``resource=GPU_RESOURCE`` for workloads that request GPUs. Callers
-    apply these only when no placement sets a static weight.
-    """
+    """See :func:`federation.weights.dynamic_weights`."""
     allocatables: dict[str, dict[str, int]] = {}
     availables: dict[str, dict[str, int]] = {}
     for name, allocatable, available in clusters:

@@ -12,6 +12,7 @@ and ``makeSchedulingUnit(name, milliCPU, memory)`` map onto ``_cluster`` and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -271,9 +272,26 @@ def test_cluster_info_derives_available_from_requested() -> None:
 
 # --------------------------------------------------------------------------- resource scores
 
+BALANCED, LEAST, MOST = (CLUSTER_RESOURCES_BALANCED_ALLOCATION, CLUSTER_RESOURCES_LEAST_ALLOCATED,
+                         CLUSTER_RESOURCES_MOST_ALLOCATED)
+#: The upstream test function of each score plugin's table.
+_SCORE_TESTS = {BALANCED: "TestClusterResourcesBalancedAllocation", LEAST: "TestClusterResourcesLeastAllocated",
+                MOST: "TestClusterResourcesMostAllocated"}
 
-def _gpu(cluster: ClusterInfo, amount: int) -> ClusterInfo:
-    return _with(cluster, GPU_RESOURCE, amount)
+ScoreCase = Callable[[], tuple[SchedulingUnit, list[ClusterInfo]]]
+
+
+def _idle(unit: SchedulingUnit, *cpus: int) -> tuple[SchedulingUnit, list[ClusterInfo]]:
+    """``unit`` over cluster1, cluster2… with these millicores and 10000 bytes of memory, all of it available."""
+    return unit, [_cluster(f"cluster{i}", cpu, 10000, cpu, 10000) for i, cpu in enumerate(cpus, 1)]
+
+
+def _extra(resource: str, cpu: int, request: int, *clusters: tuple[int, int]) -> tuple[SchedulingUnit, list[ClusterInfo]]:
+    """A unit asking for ``cpu``, 5000 bytes and ``request`` of ``resource`` over idle clusters of (cpu, resource)."""
+    unit = _unit(cpu, 5000)
+    unit.resource_request[resource] = request
+    _, idle = _idle(unit, *(size for size, _ in clusters))
+    return unit, [_with(cluster, resource, amount) for cluster, (_, amount) in zip(idle, clusters)]
 
 
 def _with(cluster: ClusterInfo, resource: str, amount: int) -> ClusterInfo:
@@ -282,77 +300,50 @@ def _with(cluster: ClusterInfo, resource: str, amount: int) -> ClusterInfo:
     return cluster
 
 
-def _unit_with(unit: SchedulingUnit, resource: str, amount: int) -> SchedulingUnit:
-    unit.resource_request[resource] = amount
-    return unit
+def _nothing_requested() -> tuple[SchedulingUnit, list[ClusterInfo]]:
+    return _idle(_unit(0, 0), 4000, 4000)
+
+
+def _differently_sized() -> tuple[SchedulingUnit, list[ClusterInfo]]:
+    return _idle(_unit(3000, 5000), 4000, 6000)
+
+
+def _external_resource() -> tuple[SchedulingUnit, list[ClusterInfo]]:
+    return _extra("foo.bar/any", 6000, 4000, (10000, 10000), (15000, 20000))
+
+
+def _upstream(plugin: str, case: ScoreCase, want: list[int], name: str) -> Any:
+    """A case of upstream's table for ``plugin``, its test and case name as the id."""
+    return pytest.param(plugin, case, want, id=f"{_SCORE_TESTS[plugin]}/{name}")
 
 
 @pytest.mark.parametrize(
-    ("unit", "clusters", "want"),
+    ("plugin", "case", "want"),
     [
-        pytest.param(_unit(0, 0), [_cluster("cluster1", 4000, 10000, 4000, 10000),
-                                   _cluster("cluster2", 4000, 10000, 4000, 10000)], [100, 100],
-                     id="TestClusterResourcesBalancedAllocation/nothing scheduled, nothing requested"),
-        pytest.param(_unit(3000, 5000), [_cluster("cluster1", 4000, 10000, 4000, 10000),
-                                         _cluster("cluster2", 6000, 10000, 6000, 10000)], [87, 100],
-                     id="TestClusterResourcesBalancedAllocation/resources requested, differently sized machines"),
-        pytest.param(_unit_with(_unit(3000, 5000), GPU_RESOURCE, 5000),
-                     [_gpu(_cluster("cluster1", 4000, 10000, 4000, 10000), 20000),
-                      _gpu(_cluster("cluster2", 6000, 10000, 6000, 10000), 10000)], [79, 100],
-                     id="TestClusterResourcesBalancedAllocation/resources requested with gpu"),
-        pytest.param(_unit_with(_unit(6000, 5000), "foo.bar/any", 4000),
-                     [_with(_cluster("cluster1", 10000, 10000, 10000, 10000), "foo.bar/any", 10000),
-                      _with(_cluster("cluster2", 15000, 10000, 15000, 10000), "foo.bar/any", 20000)], [91, 87],
-                     id="TestClusterResourcesBalancedAllocation/external resource fraction differs"),
-        pytest.param(_unit(5000, 0), [_cluster("full", 4000, 10000, 4000, 10000)], [0], id="requested >= capacity"),
-    ],
-)
-def test_balanced_allocation(unit: SchedulingUnit, clusters: list[ClusterInfo], want: list[int]) -> None:
-    assert _scores(CLUSTER_RESOURCES_BALANCED_ALLOCATION, unit, clusters) == want
-
-
-@pytest.mark.parametrize(
-    ("unit", "clusters", "want"),
-    [
-        pytest.param(_unit(0, 0), [_cluster("cluster1", 4000, 10000, 4000, 10000),
-                                   _cluster("cluster2", 4000, 10000, 4000, 10000)], [100, 100],
-                     id="TestClusterResourcesLeastAllocated/nothing scheduled, nothing requested"),
-        pytest.param(_unit(3000, 5000), [_cluster("cluster1", 4000, 10000, 4000, 10000),
-                                         _cluster("cluster2", 6000, 10000, 6000, 10000)], [37, 50],
-                     id="TestClusterResourcesLeastAllocated/resources requested, differently sized machines"),
-        pytest.param(_unit_with(_unit(3000, 5000), GPU_RESOURCE, 5000),
-                     [_gpu(_cluster("cluster1", 4000, 10000, 4000, 10000), 10000),
-                      _gpu(_cluster("cluster2", 6000, 10000, 6000, 10000), 10000)], [45, 50],
-                     id="TestClusterResourcesLeastAllocated/resources requested with gpu"),
-        pytest.param(_unit_with(_unit(6000, 5000), GPU_RESOURCE, 4000),
-                     [_gpu(_cluster("cluster1", 10000, 10000, 10000, 10000), 10000),
-                      _gpu(_cluster("cluster2", 15000, 10000, 15000, 10000), 6700)], [55, 45],
-                     id="TestClusterResourcesLeastAllocated/resources requested with gpu, gpu fraction differs"),
-        pytest.param(_unit_with(_unit(6000, 5000), "foo.bar/any", 4000),
-                     [_with(_cluster("cluster1", 10000, 10000, 10000, 10000), "foo.bar/any", 10000),
-                      _with(_cluster("cluster2", 15000, 10000, 15000, 10000), "foo.bar/any", 20000)], [50, 63],
-                     id="TestClusterResourcesLeastAllocated/external resource fraction differs"),
-    ],
-)
-def test_least_allocated(unit: SchedulingUnit, clusters: list[ClusterInfo], want: list[int]) -> None:
-    assert _scores(CLUSTER_RESOURCES_LEAST_ALLOCATED, unit, clusters) == want
-
-
-@pytest.mark.parametrize(
-    ("unit", "clusters", "want"),
-    [
-        pytest.param(_unit(0, 0), [_cluster("cluster1", 4000, 10000, 4000, 10000),
-                                   _cluster("cluster2", 4000, 10000, 4000, 10000)], [0, 0],
-                     id="TestClusterResourcesMostAllocated/nothing scheduled, nothing requested"),
-        pytest.param(_unit(3000, 5000), [_cluster("cluster1", 4000, 10000, 4000, 10000),
-                                         _cluster("cluster2", 6000, 10000, 6000, 10000)], [62, 50],
-                     id="TestClusterResourcesMostAllocated/resources requested, differently sized machines"),
-        pytest.param(_unit(3000, 5000), [_cluster("used", 4000, 10000, 1000, 5000)], [50],
+        _upstream(BALANCED, _nothing_requested, [100, 100], "nothing scheduled, nothing requested"),
+        _upstream(BALANCED, _differently_sized, [87, 100], "resources requested, differently sized machines"),
+        _upstream(BALANCED, lambda: _extra(GPU_RESOURCE, 3000, 5000, (4000, 20000), (6000, 10000)), [79, 100],
+                  "resources requested with gpu"),
+        _upstream(BALANCED, _external_resource, [91, 87], "external resource fraction differs"),
+        pytest.param(BALANCED, lambda: (_unit(5000, 0), [_cluster("full", 4000, 10000, 4000, 10000)]), [0],
+                     id="requested >= capacity"),
+        _upstream(LEAST, _nothing_requested, [100, 100], "nothing scheduled, nothing requested"),
+        _upstream(LEAST, _differently_sized, [37, 50], "resources requested, differently sized machines"),
+        _upstream(LEAST, lambda: _extra(GPU_RESOURCE, 3000, 5000, (4000, 10000), (6000, 10000)), [45, 50],
+                  "resources requested with gpu"),
+        _upstream(LEAST, lambda: _extra(GPU_RESOURCE, 6000, 4000, (10000, 10000), (15000, 6700)), [55, 45],
+                  "resources requested with gpu, gpu fraction differs"),
+        _upstream(LEAST, _external_resource, [50, 63], "external resource fraction differs"),
+        _upstream(MOST, _nothing_requested, [0, 0], "nothing scheduled, nothing requested"),
+        _upstream(MOST, _differently_sized, [62, 50], "resources requested, differently sized machines"),
+        pytest.param(MOST, lambda: (_unit(3000, 5000), [_cluster("used", 4000, 10000, 1000, 5000)]), [50],
                      id="cpu over capacity scores 0, memory exactly full scores 100"),
     ],
 )
-def test_most_allocated(unit: SchedulingUnit, clusters: list[ClusterInfo], want: list[int]) -> None:
-    assert _scores(CLUSTER_RESOURCES_MOST_ALLOCATED, unit, clusters) == want
+def test_resource_scores(plugin: str, case: ScoreCase, want: list[int]) -> None:
+    """Upstream's balanced, least and most allocated tables: one scenario, each plugin's scores."""
+    unit, clusters = case()
+    assert _scores(plugin, unit, clusters) == want
 
 
 @pytest.mark.parametrize(

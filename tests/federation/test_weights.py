@@ -12,6 +12,7 @@ available)`` tuples.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -47,6 +48,20 @@ def _allocatables(clusters: list[Cluster]) -> dict[str, dict[str, int]]:
     return {name: reported_resources(allocatable) for name, allocatable, _ in clusters}
 
 
+def _gpu_split(test: str) -> list[Any]:
+    """The two GPU cases TestCalcWeightLimit and TestAvailableToPercentage share word for word, as ``test``'s."""
+    return [
+        pytest.param(GPU_RESOURCE,
+                     [_cpu("cluster1", 3000, 3000), _cpu("cluster2", 7000, 7000), _gpu("cluster3", 3000, 3000)],
+                     {"cluster1": 0, "cluster2": 0, "cluster3": 1000},
+                     id=f"{test}/two cluster nodes have no gpu and one has"),
+        pytest.param(GPU_RESOURCE,
+                     [_cpu("cluster1", 3000, 3000), _gpu("cluster2", 7000, 7000), _gpu("cluster3", 3000, 3000)],
+                     {"cluster1": 0, "cluster2": 700, "cluster3": 300},
+                     id=f"{test}/two cluster nodes have gpu and one does not"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("resource", "clusters", "want"),
     [
@@ -66,14 +81,7 @@ def _allocatables(clusters: list[Cluster]) -> dict[str, dict[str, int]]:
                      [_cpu("cluster1", 3000, 3000), _cpu("cluster2", 7000, 7000), _cpu("cluster3", 3000, 3000)],
                      {"cluster1": 333, "cluster2": 333, "cluster3": 333},
                      id="TestCalcWeightLimit/all cluster nodes have no gpu"),
-        pytest.param(GPU_RESOURCE,
-                     [_cpu("cluster1", 3000, 3000), _cpu("cluster2", 7000, 7000), _gpu("cluster3", 3000, 3000)],
-                     {"cluster1": 0, "cluster2": 0, "cluster3": 1000},
-                     id="TestCalcWeightLimit/two cluster nodes have no gpu and one has"),
-        pytest.param(GPU_RESOURCE,
-                     [_cpu("cluster1", 3000, 3000), _gpu("cluster2", 7000, 7000), _gpu("cluster3", 3000, 3000)],
-                     {"cluster1": 0, "cluster2": 700, "cluster3": 300},
-                     id="TestCalcWeightLimit/two cluster nodes have gpu and one does not"),
+        *_gpu_split("TestCalcWeightLimit"),
     ],
 )
 def test_upstream_calc_weight_limit(resource: str, clusters: list[Cluster], want: dict[str, int]) -> None:
@@ -96,14 +104,7 @@ AVAILABLE_TO_PERCENTAGE = [
     pytest.param(GPU_RESOURCE, [_cpu("cluster1", -1, -1), _cpu("cluster2", -1, 100), _cpu("cluster3", -1, 100)],
                  {"cluster1": 333, "cluster2": 333, "cluster3": 333},
                  id="TestAvailableToPercentage/all cluster nodes have no gpu"),
-    pytest.param(GPU_RESOURCE,
-                 [_cpu("cluster1", 3000, 3000), _cpu("cluster2", 7000, 7000), _gpu("cluster3", 3000, 3000)],
-                 {"cluster1": 0, "cluster2": 0, "cluster3": 1000},
-                 id="TestAvailableToPercentage/two cluster nodes have no gpu and one has"),
-    pytest.param(GPU_RESOURCE,
-                 [_cpu("cluster1", 3000, 3000), _gpu("cluster2", 7000, 7000), _gpu("cluster3", 3000, 3000)],
-                 {"cluster1": 0, "cluster2": 700, "cluster3": 300},
-                 id="TestAvailableToPercentage/two cluster nodes have gpu and one does not"),
+    *_gpu_split("TestAvailableToPercentage"),
 ]
 
 

@@ -25,36 +25,32 @@ OVERRIDES = {"region-tuning": {"overrideRules": [{"overriders": {"jsonpatch": [
     {"operator": "add", "path": "/metadata/labels/meridian.io~1federated", "value": "true"}]}}]}}
 
 
-def storefront(replicas: int = 300, image: str = "registry.local/storefront:1.4.2") -> dict:
+def _deployment(name: str, replicas: int, rolling_update: dict, container: dict) -> dict:
+    """A rolling-update Deployment in ``shop`` of one container, labelled and selected by ``app: <name>``."""
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "storefront", "namespace": "shop", "labels": {"app": "storefront"}},
+        "metadata": {"name": name, "namespace": "shop", "labels": {"app": name}},
         "spec": {
             "replicas": replicas,
-            "selector": {"matchLabels": {"app": "storefront"}},
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "5%", "maxUnavailable": "5%"}},
-            "template": {"metadata": {"labels": {"app": "storefront"}}, "spec": {
-                "containers": [{"name": "web", "image": image, "envFrom": [{"configMapRef": {"name": "storefront-config"}}],
-                                "resources": {"requests": {"cpu": "250m", "memory": "256Mi"},
-                                              "limits": {"cpu": "500m", "memory": "512Mi"}}}]}},
+            "selector": {"matchLabels": {"app": name}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": rolling_update},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [container]}},
         },
     }
+
+
+def storefront(replicas: int = 300, image: str = "registry.local/storefront:1.4.2") -> dict:
+    return _deployment("storefront", replicas, {"maxSurge": "5%", "maxUnavailable": "5%"}, {
+        "name": "web", "image": image, "envFrom": [{"configMapRef": {"name": "storefront-config"}}],
+        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"cpu": "500m", "memory": "512Mi"}},
+    })
 
 
 def checkout(replicas: int = 30, image: str = "registry.local/checkout:2.3.0") -> dict:
     """Journey 4's service: 30 replicas, one global budget of 3 unavailable and 3 surge."""
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "checkout", "namespace": "shop", "labels": {"app": "checkout"}},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": "checkout"}},
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 3, "maxUnavailable": 3}},
-            "template": {"metadata": {"labels": {"app": "checkout"}}, "spec": {
-                "containers": [{"name": "checkout", "image": image,
-                                "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}]}},
-        },
-    }
+    return _deployment("checkout", replicas, {"maxSurge": 3, "maxUnavailable": 3}, {
+        "name": "checkout", "image": image, "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}},
+    })
 
 
 CONFIG = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "storefront-config", "namespace": "shop"},

@@ -25,15 +25,8 @@
     return el ? JSON.parse(el.textContent) : null;
   }
 
-  function cssVar(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
-
   function layout(extra) {
-    var text = cssVar("--text") || "#1c2430", grid = cssVar("--border") || "#d9dee7";
-    return Object.assign({
-      margin: { t: 12, l: 52, r: 12, b: 80 }, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
-      font: { color: text }, legend: { orientation: "h", y: 1.12 },
-      xaxis: { automargin: true, gridcolor: grid }, yaxis: { automargin: true, gridcolor: grid, rangemode: "tozero" }
-    }, extra || {});
+    return window.Meridian.chartLayout({ margin: { t: 12, l: 52, r: 12, b: 80 }, legend: { orientation: "h", y: 1.12 } }, extra);
   }
 
   function plot(el, traces, extra) {

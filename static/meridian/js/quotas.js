@@ -21,7 +21,7 @@
     return el ? JSON.parse(el.textContent) : null;
   }
 
-  function cssVar(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
+  var cssVar = window.Meridian.cssVar;
 
 
   // A float back to a short human quantity (binary suffixes for exact multiples of 1024²).

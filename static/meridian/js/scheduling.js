@@ -10,14 +10,8 @@
   var data = readJSON("sched-sim-data"), labels = readJSON("sched-labels") || {};
   if (!data || !window.Plotly) return;
 
-  function cssVar(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
   function layout(extra) {
-    var text = cssVar("--text") || "#1c2430", grid = cssVar("--border") || "#d9dee7";
-    return Object.assign({
-      margin: { t: 12, l: 52, r: 52, b: 90 }, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
-      font: { color: text }, legend: { orientation: "h", y: 1.15 },
-      xaxis: { automargin: true, gridcolor: grid }, yaxis: { automargin: true, gridcolor: grid, rangemode: "tozero" }
-    }, extra || {});
+    return window.Meridian.chartLayout({ margin: { t: 12, l: 52, r: 52, b: 90 }, legend: { orientation: "h", y: 1.15 } }, extra);
   }
   var config = { responsive: true, displaylogo: false };
 

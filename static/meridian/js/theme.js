@@ -24,11 +24,25 @@
     select.addEventListener("mousedown", function () { byKeyboard = false; });
   }
 
+  function cssVar(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
+
+  // Charts are drawn in the theme's colours; every page's charts share this Plotly layout
+  // (transparent, text and grid in those colours). `own` is a page's margins and legend, `extra`
+  // one chart's additions (both shallow, as Object.assign).
+  window.Meridian = window.Meridian || {};
+  window.Meridian.cssVar = cssVar;
+  window.Meridian.chartLayout = function (own, extra) {
+    var text = cssVar("--text") || "#1c2430", grid = cssVar("--border") || "#d9dee7";
+    return Object.assign({
+      paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)", font: { color: text },
+      xaxis: { automargin: true, gridcolor: grid }, yaxis: { automargin: true, gridcolor: grid, rangemode: "tozero" }
+    }, own, extra || {});
+  };
+
   // Every Plotly chart on the page takes the new theme's text and grid colours at once.
   function recolourPlots() {
     if (!window.Plotly) return;
-    var style = getComputedStyle(document.documentElement);
-    var text = style.getPropertyValue("--text").trim(), grid = style.getPropertyValue("--border").trim();
+    var text = cssVar("--text"), grid = cssVar("--border");
     document.querySelectorAll(".js-plotly-plot").forEach(function (el) {
       var update = { "font.color": text };
       var full = el._fullLayout || {};
