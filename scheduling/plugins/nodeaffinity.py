@@ -103,10 +103,7 @@ class NodeAffinity(Plugin):
     has_score = True
     static_filter = True
     pod_only = True
-
-    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
-        super().__init__(args)
-        self.parsed = NodeAffinityArgs.parse(args)
+    args_class = NodeAffinityArgs
 
     def prefilter(self, cluster: ClusterState, pod: PodInfo) -> NodeCheck | Status | Skip:
         required_raw = _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution")
