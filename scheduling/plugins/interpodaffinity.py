@@ -134,7 +134,7 @@ class InterPodAffinity(Plugin):
     name = "InterPodAffinity"
     has_filter = True
     has_score = True
-    args_class = InterPodAffinityArgs
+    parse_args = InterPodAffinityArgs.parse
 
     def survives_placement(self, pod: PodInfo) -> bool:
         """A pod without inter-pod terms adds nothing the plugin counts (the index holds the

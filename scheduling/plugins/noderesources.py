@@ -438,7 +438,7 @@ class Fit(Plugin):
     has_filter = True
     has_score = True
     pod_only = True
-    args_class = FitArgs
+    parse_args = FitArgs.parse
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
@@ -460,7 +460,7 @@ class BalancedAllocation(Plugin):
     name = "NodeResourcesBalancedAllocation"
     has_score = True
     pod_only = True
-    args_class = BalancedArgs
+    parse_args = BalancedArgs.parse
 
     def prescore(self, cluster: ClusterState, pod: PodInfo) -> Scorer | Skip:
         requests = [pod.score_request(r.name, non_zero=False) for r in self.parsed.resources]
