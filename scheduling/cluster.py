@@ -171,13 +171,19 @@ class Res:
         return not self.cpu and not self.mem and not self.eph and not self.scalars
 
     def get(self, name: str) -> int:
-        if name == "cpu":
-            return self.cpu
-        if name == "memory":
-            return self.mem
-        if name == "ephemeral-storage":
-            return self.eph
-        return self.scalars.get(name, 0)
+        return _amount(name, self.cpu, self.mem, self.eph, self.scalars)
+
+
+def _amount(name: str, cpu: int, mem: int, eph: int, scalars: Mapping[str, int]) -> int:
+    """The amount of resource ``name`` among cpu, memory, ephemeral storage and the scalars
+    (a ``Res``'s, or a node's requested totals)."""
+    if name == "cpu":
+        return cpu
+    if name == "memory":
+        return mem
+    if name == "ephemeral-storage":
+        return eph
+    return scalars.get(name, 0)
 
 
 # ------------------------------------------------------------------------ pods
@@ -471,13 +477,7 @@ class NodeInfo:
         return usage, _parse_time(annotations.get(USAGE_TIME_ANNOTATION)) if usage is not None else None
 
     def requested(self, name: str) -> int:
-        if name == "cpu":
-            return self.req_cpu
-        if name == "memory":
-            return self.req_mem
-        if name == "ephemeral-storage":
-            return self.req_eph
-        return self.req_scalars.get(name, 0)
+        return _amount(name, self.req_cpu, self.req_mem, self.req_eph, self.req_scalars)
 
     def since_report(self, pod: PodInfo) -> bool:
         """Whether ``pod`` is too recent to be in the node's last usage report."""
