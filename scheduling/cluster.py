@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from functools import cached_property
 from typing import Any
@@ -171,13 +171,19 @@ class Res:
         return not self.cpu and not self.mem and not self.eph and not self.scalars
 
     def get(self, name: str) -> int:
-        if name == "cpu":
-            return self.cpu
-        if name == "memory":
-            return self.mem
-        if name == "ephemeral-storage":
-            return self.eph
-        return self.scalars.get(name, 0)
+        return _amount(name, self.cpu, self.mem, self.eph, self.scalars)
+
+
+def _amount(name: str, cpu: int, mem: int, eph: int, scalars: Mapping[str, int]) -> int:
+    """The amount of resource ``name`` among cpu, memory, ephemeral storage and the scalars
+    (a ``Res``'s, or a node's requested totals)."""
+    if name == "cpu":
+        return cpu
+    if name == "memory":
+        return mem
+    if name == "ephemeral-storage":
+        return eph
+    return scalars.get(name, 0)
 
 
 # ------------------------------------------------------------------------ pods
@@ -471,13 +477,7 @@ class NodeInfo:
         return usage, _parse_time(annotations.get(USAGE_TIME_ANNOTATION)) if usage is not None else None
 
     def requested(self, name: str) -> int:
-        if name == "cpu":
-            return self.req_cpu
-        if name == "memory":
-            return self.req_mem
-        if name == "ephemeral-storage":
-            return self.req_eph
-        return self.req_scalars.get(name, 0)
+        return _amount(name, self.req_cpu, self.req_mem, self.req_eph, self.req_scalars)
 
     def since_report(self, pod: PodInfo) -> bool:
         """Whether ``pod`` is too recent to be in the node's last usage report."""
@@ -594,6 +594,17 @@ class AffinityIndex:
             if not counter:
                 del table[key]
 
+    def _counted(self, terms: PodTerms) -> Iterator[tuple[dict[Any, Counter[str]], Any, AffinityTerm]]:
+        """Each count a pod's terms make, as (table, key, term): what ``add`` adds and ``remove`` takes back."""
+        for term in terms.required_anti_affinity:
+            yield self.required_anti, term, term
+        for term in terms.required_affinity:
+            yield self.required_affinity, term, term
+        for wt in terms.preferred_affinity:
+            yield self.preferred, (wt.term, wt.weight), wt.term
+        for wt in terms.preferred_anti_affinity:
+            yield self.preferred, (wt.term, -wt.weight), wt.term
+
     def remove(self, pod: PodInfo, node: NodeInfo) -> None:
         """Undo ``add``: every count the pod added, taken back."""
         group = self.groups.get(pod.group_key)
@@ -603,34 +614,18 @@ class AffinityIndex:
                 del group.nodes[node.index]
                 if not group.nodes:
                     del self.groups[pod.group_key]
-        if not pod.has_pod_affinity:
-            return
-        terms = pod.terms
-        for term in terms.required_anti_affinity:
-            self._uncount(self.required_anti, term, term, node)
-        for term in terms.required_affinity:
-            self._uncount(self.required_affinity, term, term, node)
-        for wt in terms.preferred_affinity:
-            self._uncount(self.preferred, (wt.term, wt.weight), wt.term, node)
-        for wt in terms.preferred_anti_affinity:
-            self._uncount(self.preferred, (wt.term, -wt.weight), wt.term, node)
+        if pod.has_pod_affinity:
+            for table, key, term in self._counted(pod.terms):
+                self._uncount(table, key, term, node)
 
     def add(self, pod: PodInfo, node: NodeInfo) -> None:
         group = self.groups.get(pod.group_key)
         if group is None:
             group = self.groups[pod.group_key] = Group(pod.namespace, pod.labels)
         group.nodes[node.index] += 1
-        if not pod.has_pod_affinity:
-            return
-        terms = pod.terms
-        for term in terms.required_anti_affinity:
-            self._count(self.required_anti, term, term, node)
-        for term in terms.required_affinity:
-            self._count(self.required_affinity, term, term, node)
-        for wt in terms.preferred_affinity:
-            self._count(self.preferred, (wt.term, wt.weight), wt.term, node)
-        for wt in terms.preferred_anti_affinity:
-            self._count(self.preferred, (wt.term, -wt.weight), wt.term, node)
+        if pod.has_pod_affinity:
+            for table, key, term in self._counted(pod.terms):
+                self._count(table, key, term, node)
 
 
 # ------------------------------------------------------------------------ the cluster

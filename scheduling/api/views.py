@@ -188,12 +188,18 @@ class ExportView(APIView):
         return yaml_download(services.export_yaml(kinds=kinds), "scheduling-configs.yaml")
 
 
-class PreviewView(DryRunMixin, APIView):
-    """What the mutating webhook would do to this pod now: the resolution explanation, the merged
-    affinity, the JSONPatch, or the denial. Commits nothing."""
+class _PreviewAPIView(DryRunMixin, APIView):
+    """A POST that answers what would happen and commits nothing, so read-only tokens may call it
+    (``core.permissions.is_preview``)."""
 
     permission_classes = [RolePermission]
     preview = True
+
+
+class PreviewView(_PreviewAPIView):
+    """What the mutating webhook would do to this pod now: the resolution explanation, the merged
+    affinity, the JSONPatch, or the denial. Commits nothing."""
+
     required_permissions = {"POST": ["scheduling.add_schedulerconfigbinding"]}
 
     @extend_schema(request=PodInputSerializer, responses={200: OpenApiTypes.OBJECT})
@@ -203,13 +209,11 @@ class PreviewView(DryRunMixin, APIView):
         return Response(services.preview_pod(body.validated_data["pod"], namespace=body.validated_data["namespace"] or None))
 
 
-class SimulateView(DryRunMixin, APIView):
+class SimulateView(_PreviewAPIView):
     """N replicas of a pod placed under a policy (and a second one to compare) on a snapshot of a
     cluster's inventory: node per replica, per-node usage, unschedulable count with
     kube-scheduler's reasons, fragmentation and allocation rate. Commits nothing."""
 
-    permission_classes = [RolePermission]
-    preview = True
     required_permissions = {"POST": ["scheduling.add_schedulingpolicy"]}
 
     @extend_schema(request=SimulateSerializer, responses={200: OpenApiTypes.OBJECT})

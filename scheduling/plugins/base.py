@@ -79,9 +79,15 @@ class Plugin:
     # once per pod shape (``PodInfo.shape``). The checks and scorers they return read the node's
     # current state when called, as every check does.
     pod_only: ClassVar[bool] = False
+    #: What validates this plugin's args (upstream's ``*Args.parse``, or ``no_args``), run once
+    #: here: its result is ``self.parsed``. None where the plugin reads its args itself.
+    parse_args: ClassVar[Callable[[Mapping[str, Any] | None], Any] | None] = None
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         self.args = args
+        parse = type(self).parse_args  # from the class: a plain function stays unbound
+        if parse is not None:
+            self.parsed = parse(args)
 
     def prefilter(self, cluster: ClusterState, pod: PodInfo) -> NodeCheck | Status | Skip:
         return SKIP

@@ -255,7 +255,10 @@ class CPUSetExclusive(Plugin):
         super().__init__(args)
         self.machine_max, self.app_label = _machine_max(as_mapping(args, ""))
 
-    def _request(self, pod: PodInfo) -> tuple[int, str] | Status:
+    def _request(self, pod: PodInfo) -> tuple[int, str] | Status | Skip:
+        """The exclusive pod's (CPUs, strategy); SKIP for a pod that is not exclusive."""
+        if not _exclusive(pod):
+            return SKIP
         strategy = _strategy(pod.pod)
         if strategy is None:
             return Status.of(UNRESOLVABLE, f"pod's {ALLOC_SPEC} names no CPU allocation strategy")
@@ -265,10 +268,8 @@ class CPUSetExclusive(Plugin):
         return request, strategy
 
     def prefilter(self, cluster: ClusterState, pod: PodInfo) -> NodeCheck | Status | Skip:
-        if not _exclusive(pod):
-            return SKIP
         wanted = self._request(pod)
-        if isinstance(wanted, Status):
+        if not isinstance(wanted, tuple):
             return wanted
         request, strategy = wanted
         app = str(pod.labels.get(self.app_label, ""))
@@ -283,10 +284,8 @@ class CPUSetExclusive(Plugin):
         return check
 
     def prescore(self, cluster: ClusterState, pod: PodInfo) -> Scorer | Skip:
-        if not _exclusive(pod):
-            return SKIP
         wanted = self._request(pod)
-        if isinstance(wanted, Status):
+        if not isinstance(wanted, tuple):
             return SKIP
         request, strategy = wanted
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from scheduling.args import InterPodAffinityArgs
 from scheduling.cluster import ClusterState, NodeInfo, PodInfo
@@ -135,10 +134,7 @@ class InterPodAffinity(Plugin):
     name = "InterPodAffinity"
     has_filter = True
     has_score = True
-
-    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
-        super().__init__(args)
-        self.parsed = InterPodAffinityArgs.parse(args)
+    parse_args = InterPodAffinityArgs.parse
 
     def survives_placement(self, pod: PodInfo) -> bool:
         """A pod without inter-pod terms adds nothing the plugin counts (the index holds the

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from scheduling.args import DEFAULT_RESOURCES, ResourceSpec, as_mapping, check_fields, fraction, read_resources, validate_weights
 from scheduling.cluster import ClusterState, NodeInfo, PodInfo
@@ -79,15 +79,22 @@ def weighted_balance(fractions: Sequence[float], weights: Sequence[int]) -> int:
     return int((1 - std) * float(MAX_NODE_SCORE))
 
 
-class ExtendedBalancedAllocation(Plugin):
-    name = "ExtendedBalancedAllocation"
+class _ResourcesScore(Plugin):
+    """A score plugin whose one arg is ``resources`` (``default_resources`` where absent)."""
+
     has_score = True
+    default_resources: ClassVar[tuple[ResourceSpec, ...]] = DEFAULT_RESOURCES
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
         raw = as_mapping(args, "")
         check_fields(raw, ("resources",))
-        self.resources = _resources(raw, DEFAULT_BALANCE_RESOURCES)
+        self.resources = _resources(raw, self.default_resources)
+
+
+class ExtendedBalancedAllocation(_ResourcesScore):
+    name = "ExtendedBalancedAllocation"
+    default_resources = DEFAULT_BALANCE_RESOURCES
 
     def prescore(self, cluster: ClusterState, pod: PodInfo) -> Scorer | Skip:
         requests = [pod.plain_requests.get(r.name, 0) for r in self.resources]
@@ -147,15 +154,8 @@ class WaterLevelStackSpread(Plugin):
         return allocation_scorer(self.resources, requests, score, use_requested=False)
 
 
-class MostAvailable(Plugin):
+class MostAvailable(_ResourcesScore):
     name = "MostAvailable"
-    has_score = True
-
-    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
-        super().__init__(args)
-        raw = as_mapping(args, "")
-        check_fields(raw, ("resources",))
-        self.resources = _resources(raw, DEFAULT_RESOURCES)
 
     @staticmethod
     def virtual_available(node: NodeInfo, name: str) -> int:

@@ -103,10 +103,7 @@ class NodeAffinity(Plugin):
     has_score = True
     static_filter = True
     pod_only = True
-
-    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
-        super().__init__(args)
-        self.parsed = NodeAffinityArgs.parse(args)
+    parse_args = NodeAffinityArgs.parse
 
     def prefilter(self, cluster: ClusterState, pod: PodInfo) -> NodeCheck | Status | Skip:
         required_raw = _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution")
@@ -185,10 +182,7 @@ class TaintToleration(Plugin):
     has_score = True
     static_filter = True
     pod_only = True
-
-    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
-        super().__init__(args)
-        no_args(args)
+    parse_args = no_args
 
     def filter_signature(self, pod: PodInfo) -> tuple[Toleration, ...]:
         return pod.tolerations

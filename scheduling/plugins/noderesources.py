@@ -438,10 +438,10 @@ class Fit(Plugin):
     has_filter = True
     has_score = True
     pod_only = True
+    parse_args = FitArgs.parse
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
-        self.parsed = FitArgs.parse(args)
         self.scorer = resource_scorer(self.parsed)
 
     def prefilter(self, cluster: ClusterState, pod: PodInfo) -> NodeCheck:
@@ -460,10 +460,7 @@ class BalancedAllocation(Plugin):
     name = "NodeResourcesBalancedAllocation"
     has_score = True
     pod_only = True
-
-    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
-        super().__init__(args)
-        self.parsed = BalancedArgs.parse(args)
+    parse_args = BalancedArgs.parse
 
     def prescore(self, cluster: ClusterState, pod: PodInfo) -> Scorer | Skip:
         requests = [pod.score_request(r.name, non_zero=False) for r in self.parsed.resources]

@@ -16,13 +16,9 @@ _uids = itertools.count(1)
 def deployment(name: str, *, group: str | None = "ads", cpu: str = "1", replicas: int = 1, memory: str = "1Gi",
                cpu_type: str | None = None, gpus: int = 0, gpu_type: str | None = None, namespace: str = "default",
                kind: str = "Deployment", api_version: str = "apps/v1") -> dict[str, Any]:
-    labels: dict[str, str] = {"app": name}
-    if group:
-        labels["biz.group.resource.quota"] = group
-    if cpu_type:
-        labels["biz.group.resource.quota/cpu-type"] = cpu_type
-    if gpu_type:
-        labels["biz.group.resource.quota/gpu-type"] = gpu_type
+    optional = (("biz.group.resource.quota", group), ("biz.group.resource.quota/cpu-type", cpu_type),
+                ("biz.group.resource.quota/gpu-type", gpu_type))
+    labels = {"app": name} | {k: v for k, v in optional if v}
     resources = {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}}
     if gpus:
         resources["requests"]["nvidia.com/gpu"] = resources["limits"]["nvidia.com/gpu"] = str(gpus)

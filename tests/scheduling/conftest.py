@@ -14,6 +14,17 @@ _uids = itertools.count(1)
 WEBHOOK = "/api/admission/v1/scheduling/mutate"
 
 
+class RedisDown:
+    """A Redis client whose every command fails as when Redis is down."""
+
+    def __getattr__(self, name: str) -> Any:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+
+        def fail(*args: Any, **kwargs: Any) -> Any:
+            raise RedisConnectionError("redis is down")
+        return fail
+
+
 @pytest.fixture(autouse=True)
 def fresh_webhook_cache():
     """Each test starts from its own database: drop the cached snapshot and the Redis version."""

@@ -10,6 +10,7 @@ from fleet.tokens import issue_token
 from scheduling.cpu import allocation
 from scheduling.models import CPUAllocation
 
+from .conftest import RedisDown
 from .cpu_fixtures import seed_node
 
 pytestmark = pytest.mark.django_db
@@ -135,21 +136,12 @@ def test_agent_cpuset_endpoint(client, cluster, host):
 
 
 def test_agent_cpuset_answers_without_redis(client, cluster, host, monkeypatch):
-    from redis.exceptions import ConnectionError as RedisConnectionError
-
     import scheduling.cpu.agent_views as views
 
     raw = issue_token(cluster, "agent")[1]
     url = "/api/agent/v1/clusters/db-pool/nodes/db-host-1/cpuset"
     assert client.get(url, HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 200  # token cached in Redis
-
-    class Down:
-        def __getattr__(self, name):
-            def fail(*args, **kwargs):
-                raise RedisConnectionError("redis is down")
-            return fail
-
-    monkeypatch.setattr(views, "get_redis", lambda: Down())
-    monkeypatch.setattr("fleet.tokens.get_redis", lambda: Down(), raising=False)
+    monkeypatch.setattr(views, "get_redis", RedisDown)
+    monkeypatch.setattr("fleet.tokens.get_redis", RedisDown, raising=False)
     response = client.get(url, HTTP_AUTHORIZATION=f"Bearer {raw}")
     assert response.status_code == 200 and response.json()["node"] == "db-host-1"

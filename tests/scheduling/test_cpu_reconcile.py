@@ -7,7 +7,10 @@ first node publishes the seed's 104-CPU topology with 8 reserved CPUs.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -28,6 +31,18 @@ LATER = timedelta(minutes=10)  # past the annotation grace
 @pytest.fixture
 def host():
     return synced_host()
+
+
+@contextmanager
+def delivered(host, pod: str, cpus: int) -> Iterator[tuple[CPUAllocation, Any]]:
+    """``db/<pod>`` allocated ``cpus`` exclusive CPUs, its pod created and its annotations delivered:
+    the allocation and the connector, open for the rest of the test's steps."""
+    cluster, name, node = host
+    row = allocation.allocate_exclusive(node, namespace="db", name=pod, request=cpus)
+    with connector_for(cluster) as connector:
+        connector.apply(instance_pod("db", pod, name, cpu=str(cpus)))
+        delivery.deliver(node.pk, connector)
+        yield row, connector
 
 
 def node_annotations(connector, name: str) -> dict:
@@ -110,10 +125,7 @@ def test_an_allocation_whose_annotation_was_never_written_is_reconciled_away(hos
 
 def test_a_deleted_pod_releases_its_cpus(host):
     cluster, name, node = host
-    row = allocation.allocate_exclusive(node, namespace="db", name="gone", request=24)
-    with connector_for(cluster) as connector:
-        connector.apply(instance_pod("db", "gone", name, cpu="24"))
-        delivery.deliver(node.pk, connector)
+    with delivered(host, "gone", 24) as (row, connector):
         assert cpus_of(annotations_of(connector, "db", "gone")) == row.cpus
         connector.delete("v1", "Pod", "gone", namespace="db")
         report = reconcile.reconcile_cluster(cluster, connector)
@@ -126,11 +138,8 @@ def test_a_deleted_pod_releases_its_cpus(host):
 
 
 def test_released_instances_lose_their_annotations(host):
-    cluster, name, node = host
-    allocation.allocate_exclusive(node, namespace="db", name="short", request=4)
-    with connector_for(cluster) as connector:
-        connector.apply(instance_pod("db", "short", name, cpu="4"))
-        delivery.deliver(node.pk, connector)
+    node = host[2]
+    with delivered(host, "short", 4) as (_, connector):
         allocation.release(node, "db/short")
         report = delivery.deliver(node.pk, connector)
         assert report.removed == 1
@@ -186,10 +195,7 @@ def test_io_queue_distribution_is_accepted_only_as_a_growth(host):
 
 def test_stale_annotations_are_rewritten(host):
     cluster, name, node = host
-    row = allocation.allocate_exclusive(node, namespace="db", name="drift", request=4)
-    with connector_for(cluster) as connector:
-        connector.apply(instance_pod("db", "drift", name, cpu="4"))
-        delivery.deliver(node.pk, connector)
+    with delivered(host, "drift", 4) as (row, connector):
         connector.patch("v1", "Pod", "drift", {"metadata": {"annotations": {
             "custom-cgroup-info": '{"engine":{"cpuset":"0-103"}}'}}}, namespace="db")
         outcome = reconcile.reconcile_node(NodeCPU.objects.get(pk=node.pk), connector.get("v1", "Node", name),
@@ -298,10 +304,7 @@ def test_a_periodic_reconcile_that_found_nothing_to_do_records_no_job(host):
     assert result["skipped"] > 0 and not result["nodes"]
     assert Job.objects.filter(kind="scheduling.cpu_reconcile_cluster").count() == before
 
-    allocation.allocate_exclusive(node, namespace="db", name="gone", request=8)
-    with connector_for(cluster) as connector:
-        connector.apply(instance_pod("db", "gone", name, cpu="8"))
-        delivery.deliver(node.pk, connector)
+    with delivered(host, "gone", 8) as (_, connector):
         connector.delete("v1", "Pod", "gone", namespace="db")
     result = cpu_reconcile_cluster.apply(args=(cluster.name,), headers={"celery_beat_task": True}).result
     assert result["released_count"] == 1

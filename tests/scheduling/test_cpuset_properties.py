@@ -59,6 +59,13 @@ def free_sets(draw: Any) -> tuple[CPUTopology, frozenset[int]]:
     return topology, free
 
 
+@st.composite
+def requests(draw: Any) -> tuple[CPUTopology, frozenset[int], int]:
+    """A topology, its free CPUs (at least one) and a request for 1 up to all of them."""
+    topology, free = draw(free_sets().filter(lambda case: case[1]))
+    return topology, free, draw(st.integers(1, len(free)))
+
+
 def numa_free(topology: CPUTopology, free: frozenset[int]) -> dict[int, int]:
     return {n: len(free & set(topology.cpus_in_numa(n))) for n in topology.numa_nodes}
 
@@ -84,12 +91,9 @@ def test_allocate_takes_exactly_the_request_from_available(case: Any, data: Any,
 
 
 @SETTINGS
-@given(case=free_sets(), data=st.data())
-def test_spread_uses_one_numa_node_or_socket_when_one_holds_the_request(case: Any, data: Any) -> None:
-    topology, free = case
-    request = data.draw(st.integers(1, max(1, len(free))))
-    if request > len(free):
-        return
+@given(case=requests())
+def test_spread_uses_one_numa_node_or_socket_when_one_holds_the_request(case: Any) -> None:
+    topology, free, request = case
     cpus = allocate(topology, free, request, SPREAD)
     numas = {topology.numa_of(cpu) for cpu in cpus}
     if max(numa_free(topology, free).values()) >= request:
@@ -99,13 +103,10 @@ def test_spread_uses_one_numa_node_or_socket_when_one_holds_the_request(case: An
 
 
 @SETTINGS
-@given(case=free_sets(), data=st.data())
-def test_spread_takes_one_thread_per_core_while_possible(case: Any, data: Any) -> None:
+@given(case=requests())
+def test_spread_takes_one_thread_per_core_while_possible(case: Any) -> None:
     """A core gives two threads only when every free core of the NUMA nodes used gives one."""
-    topology, free = case
-    request = data.draw(st.integers(1, max(1, len(free))))
-    if request > len(free):
-        return
+    topology, free, request = case
     cpus = allocate(topology, free, request, SPREAD)
     per_core = Counter(topology.core_of(cpu) for cpu in cpus)
     if max(per_core.values()) > 1:
@@ -115,12 +116,9 @@ def test_spread_takes_one_thread_per_core_while_possible(case: Any, data: Any) -
 
 
 @SETTINGS
-@given(case=free_sets(), data=st.data())
-def test_same_core_first_takes_whole_cores_and_stays_local(case: Any, data: Any) -> None:
-    topology, free = case
-    request = data.draw(st.integers(1, max(1, len(free))))
-    if request > len(free):
-        return
+@given(case=requests())
+def test_same_core_first_takes_whole_cores_and_stays_local(case: Any) -> None:
+    topology, free, request = case
     cpus = allocate(topology, free, request, SAME_CORE_FIRST)
     taken = set(cpus)
     remainder = request % topology.threads_per_core

@@ -182,14 +182,7 @@ def taint(key: str, value: str, effect: str) -> dict[str, str]:
 
 
 def tol(key: str, value: str = "", effect: str = "", operator: str = "") -> dict[str, str]:
-    out = {"key": key}
-    if operator:
-        out["operator"] = operator
-    if value:
-        out["value"] = value
-    if effect:
-        out["effect"] = effect
-    return out
+    return {"key": key} | {k: v for k, v in (("operator", operator), ("value", value), ("effect", effect)) if v}
 
 
 PNS = "PreferNoSchedule"

@@ -18,7 +18,7 @@ from scheduling.schedconfig import NSC_ANNOTATION, NSC_ARGS_ANNOTATION, PSC_ANNO
 from tests.certificates import CA_PEM
 from tests.servers import asgi_server  # noqa: F401  (the fixture)
 
-from .conftest import SEED_ANNOTATIONS, SEED_RENDERED, WEBHOOK, pod, review
+from .conftest import SEED_ANNOTATIONS, SEED_RENDERED, WEBHOOK, RedisDown, pod, review
 
 
 def post(client, body, token: str | None = None, **extra):
@@ -194,20 +194,11 @@ def test_a_fault_is_a_reasoned_denial_never_a_500(client, webhook_token, seed_te
 
 
 def test_cache_is_correct_with_redis_down(client, webhook_token, seed_template, monkeypatch, django_capture_on_commit_callbacks):
-    from redis.exceptions import ConnectionError as RedisConnectionError
-
     from scheduling import admission
 
     created = pod({PSC_ANNOTATION: "spread"})
     assert decision(client, review(created), webhook_token)["allowed"] is False  # no such template yet
-
-    class Down:
-        def __getattr__(self, name):
-            def fail(*args, **kwargs):
-                raise RedisConnectionError("redis is down")
-            return fail
-
-    monkeypatch.setattr(admission, "_redis", lambda: Down())
+    monkeypatch.setattr(admission, "_redis", RedisDown)
     with acting_as("test"), django_capture_on_commit_callbacks(execute=True):
         services.save_template("PodSchedulerConfig", "spread", {"podAntiAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 5, "podAffinityTerm": {
