@@ -91,7 +91,7 @@ CASES = {
     "an empty rule admits any signed-in user": [(OpenRuleView, "get", "nobody", 200)],
     "a view without model or rules is refused": [(ModelessView, "get", "admin_user", 403)],
     "a failed lookup is refused not let through": [(FailedLookupView, "get", "admin_user", 403)],
-    # change_job: nobody but admins
+    # put is change_job: nobody but admins
     "model views map methods to actions": [(JobsView, "get", "viewer", 200), (JobsView, "put", "operator", 403),
                                            (JobsView, "put", "admin_user", 200)],
 }
