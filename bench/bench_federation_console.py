@@ -16,7 +16,6 @@ Runs on a fresh SQLite database under a temporary directory, or on ``BENCH_DATAB
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -26,6 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+
+from django_setup import add_sizes, setup_from_command_line  # noqa: E402
 
 
 def make_fleet(clusters: int, hours: int, every_minutes: int) -> int:
@@ -121,14 +122,8 @@ def bench_snapshot(clusters: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--clusters", type=int, default=500)
-    parser.add_argument("--hours", type=int, default=24)
-    parser.add_argument("--every", type=int, default=5, help="minutes between samples")
-    args = parser.parse_args()
-    from django_setup import setup_django
-
-    setup_django(os.environ.get("BENCH_DATABASE_URL"))
+    args = setup_from_command_line(add_sizes(argparse.ArgumentParser(), clusters=500, hours=24,
+                                             every=(5, "minutes between samples")))
     started = time.perf_counter()
     samples = make_fleet(args.clusters, args.hours, args.every)
     print(f"setup: {args.clusters} clusters, {samples:,} water-level samples in {time.perf_counter() - started:.1f} s")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import sys
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from django_setup import setup_django, timed  # noqa: E402
+from django_setup import add_sizes, setup_from_command_line, timed  # noqa: E402
 
 
 def sync_specs(specs) -> int:
@@ -124,12 +123,8 @@ def store_goal(args: argparse.Namespace, elapsed: float) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--clusters", type=int, default=500)
-    parser.add_argument("--nodes", type=int, default=200_000)
-    parser.add_argument("--workers", type=int, default=2, help="sync processes, as shard workers would run (one per core)")
-    args = parser.parse_args()
-    setup_django(os.environ.get("BENCH_DATABASE_URL"))
+    args = setup_from_command_line(add_sizes(argparse.ArgumentParser(), clusters=500, nodes=200_000,
+                                             workers=(2, "sync processes, as shard workers would run (one per core)")))
 
     from django.db import connection, transaction
     from django.test.utils import CaptureQueriesContext

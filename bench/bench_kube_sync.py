@@ -18,7 +18,6 @@ Runs on a fresh SQLite database under a temporary directory, or on ``BENCH_DATAB
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from django_setup import setup_django  # noqa: E402
+from django_setup import add_sizes, setup_from_command_line  # noqa: E402
 
 CADENCE_SECONDS = 15
 
@@ -65,11 +64,8 @@ def quiet_sync_requests(nodes: int) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--nodes", type=int, default=10_000)
-    parser.add_argument("--quiet-seconds", type=float, default=60.0, help="how long the watched cluster's API load is counted")
-    args = parser.parse_args()
-    setup_django(os.environ.get("BENCH_DATABASE_URL"))
+    args = setup_from_command_line(add_sizes(argparse.ArgumentParser(), nodes=10_000,
+                                             quiet_seconds=(60.0, "how long the watched cluster's API load is counted")))
 
     from django.db import connection
 

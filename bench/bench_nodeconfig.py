@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from django_setup import add_sizes, setup_from_command_line  # noqa: E402
 from http_load import bare_baseline, load, serve  # noqa: E402
 
 MODELS = ("A1", "A2", "A3", "A4")
@@ -225,15 +226,8 @@ def bench_polls(seconds: float, connections: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--nodes", type=int, default=200_000)
-    parser.add_argument("--targets", type=int, default=1000)
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--connections", type=int, default=32)
-    args = parser.parse_args()
-    from django_setup import setup_django
-
-    setup_django(os.environ.get("BENCH_DATABASE_URL"))
+    args = setup_from_command_line(add_sizes(argparse.ArgumentParser(), nodes=200_000, targets=1000, seconds=5.0,
+                                             connections=32))
     bench_matching(args.nodes, args.targets)
     bench_conflicts(args.targets)
     bench_database(args.nodes, args.targets)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import statistics
 import sys
 import time
@@ -34,6 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+
+from django_setup import add_sizes, setup_from_command_line  # noqa: E402
 
 EMERGENCY = "/nodeconfig/emergency/"
 GOALS = {"p95": 100.0, "p99": 150.0, "emergency": 100.0}
@@ -182,20 +183,11 @@ def grown(small: dict[str, tuple[str, int]], large: dict[str, tuple[str, int]]) 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--clusters", type=int, default=500)
-    parser.add_argument("--nodes", type=int, default=200_000)
-    parser.add_argument("--audit", type=int, default=1_000_000)
-    parser.add_argument("--job-days", type=int, default=365)
-    parser.add_argument("--small-clusters", type=int, default=10)
-    parser.add_argument("--small-nodes", type=int, default=4000)
-    parser.add_argument("--per-route", type=int, default=4)
+    parser = add_sizes(argparse.ArgumentParser(), clusters=500, nodes=200_000, audit=1_000_000, job_days=365, small_clusters=10,
+                       small_nodes=4000, per_route=4)
     parser.add_argument("--crawl-only", action="store_true",
                         help="crawl the fleet already in BENCH_DATABASE_URL (an earlier run's), seeding nothing")
-    args = parser.parse_args()
-    from django_setup import setup_django
-
-    setup_django(os.environ.get("BENCH_DATABASE_URL"))
+    args = setup_from_command_line(parser)
     from django.core.management import call_command
 
     if args.crawl_only:

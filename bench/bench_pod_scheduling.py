@@ -42,6 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from django_setup import add_sizes, setup_django  # noqa: E402
+
 TOKEN = "bench-cluster-token"
 
 
@@ -263,17 +265,10 @@ def engine_alone(nodes: int, existing: int, pending: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--running", type=int, default=10_000)
-    parser.add_argument("--pending", type=int, default=3000)
-    parser.add_argument("--clusters", type=int, default=50)
-    parser.add_argument("--cluster-nodes", type=int, default=100)
-    parser.add_argument("--cluster-pending", type=int, default=200)
+    add_sizes(parser, nodes=5000, running=10_000, pending=3000, clusters=50, cluster_nodes=100, cluster_pending=200)
     args = parser.parse_args()
     if args.quick:
         args.nodes, args.running, args.pending, args.clusters = 1000, 2000, 1000, 10
-
-    from django_setup import setup_django
 
     os.environ.setdefault("MERIDIAN_CLUSTER_WATCH_SECONDS", "30")
     setup_django(os.environ.get("BENCH_DATABASE_URL"))

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from django_setup import add_sizes, setup_from_command_line  # noqa: E402
 from http_load import CpuShares, bare_baseline, load, serve  # noqa: E402
 
 CPU = ("500m", "1", "2", "4")
@@ -189,18 +190,10 @@ def bench_webhook(seconds: float, callers: int, groups: int, workers: int = 1) -
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--groups", type=int, default=5000)
-    parser.add_argument("--workloads", type=int, default=100_000)
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--callers", type=int, default=64)
-    parser.add_argument("--webhook-groups", type=int, default=64)
-    parser.add_argument("--webhook-workers", type=int, default=1, help="uvicorn worker processes")
+    parser = add_sizes(argparse.ArgumentParser(), groups=5000, workloads=100_000, seconds=5.0, callers=64, webhook_groups=64,
+                       webhook_workers=(1, "uvicorn worker processes"))
     parser.add_argument("--webhook-only", action="store_true", help="skip the resync and the tree page")
-    args = parser.parse_args()
-    from django_setup import setup_django
-
-    setup_django(os.environ.get("BENCH_DATABASE_URL"))
+    args = setup_from_command_line(parser)
     if args.webhook_only:
         from fleet.models import Cluster
 

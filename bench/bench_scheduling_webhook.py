@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from django_setup import add_sizes, setup_from_command_line  # noqa: E402
 from http_load import CpuShares, bare_baseline, load, serve  # noqa: E402
 
 
@@ -89,15 +90,7 @@ def check_answers(port: int, token: str, templates: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--callers", type=int, default=64)
-    parser.add_argument("--rate", type=float, default=500.0)
-    parser.add_argument("--templates", type=int, default=200)
-    args = parser.parse_args()
-    from django_setup import setup_django
-
-    setup_django(os.environ.get("BENCH_DATABASE_URL"))
+    args = setup_from_command_line(add_sizes(argparse.ArgumentParser(), seconds=5.0, callers=64, rate=500.0, templates=200))
     from django.conf import settings
 
     from fleet.models import Cluster

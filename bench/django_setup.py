@@ -1,7 +1,8 @@
-"""Django for a benchmark: a fresh var directory, Redis, the database, migrated."""
+"""Django for a benchmark: a fresh var directory, Redis, the database, migrated; and its command line's sizes."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import tempfile
 import time
@@ -31,6 +32,23 @@ def setup_django(database_url: str | None, *, var_dir: str | None = None, redis_
 
     django.setup()
     call_command("migrate", verbosity=0)
+
+
+def add_sizes(parser: argparse.ArgumentParser, **sizes: int | float | tuple[int | float, str]) -> argparse.ArgumentParser:
+    """``parser`` with an ``--option`` per size (``job_days`` is ``--job-days``), typed as its default;
+    a size given as ``(default, help)`` is explained in ``--help``."""
+    for name, size in sizes.items():
+        default, help_text = size if isinstance(size, tuple) else (size, None)
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default, help=help_text)
+    return parser
+
+
+def setup_from_command_line(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The command line, parsed before Django is set up on ``BENCH_DATABASE_URL`` (or SQLite) so that
+    ``--help`` answers at once."""
+    args = parser.parse_args()
+    setup_django(os.environ.get("BENCH_DATABASE_URL"))
+    return args
 
 
 def timed(fn: Callable[[], Any], repeat: int = 5) -> tuple[float, Any]:

@@ -54,25 +54,19 @@ def make_user(django_user_model, username: str, role: str | None):
     return user
 
 
-@pytest.fixture
-def viewer(django_user_model):
-    return make_user(django_user_model, "vera-viewer", VIEWER)
+def user_fixture(username: str, role: str | None):
+    """A fixture of a user in ``role``; ``None``: signed in, but holding no role."""
+    @pytest.fixture
+    def user(django_user_model):
+        return make_user(django_user_model, username, role)
+
+    return user
 
 
-@pytest.fixture
-def operator(django_user_model):
-    return make_user(django_user_model, "otto-operator", OPERATOR)
-
-
-@pytest.fixture
-def admin_user(django_user_model):
-    return make_user(django_user_model, "ada-admin", ADMIN)
-
-
-@pytest.fixture
-def nobody(django_user_model):
-    """Signed in, but holding no role."""
-    return make_user(django_user_model, "nora-norole", None)
+viewer = user_fixture("vera-viewer", VIEWER)
+operator = user_fixture("otto-operator", OPERATOR)
+admin_user = user_fixture("ada-admin", ADMIN)
+nobody = user_fixture("nora-norole", None)
 
 
 @pytest.fixture

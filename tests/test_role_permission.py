@@ -80,42 +80,27 @@ def call(view: type[APIView], method: str, user) -> int:
     return view.as_view()(request).status_code
 
 
-def test_a_method_with_a_rule_needs_it(viewer, operator):
-    assert call(RuledView, "get", viewer) == 200
-    assert call(RuledView, "post", viewer) == 403
-    assert call(RuledView, "post", operator) == 200
+#: What each user gets from each view and method: (view, method, the user's fixture, status), asked in turn.
+CASES = {
+    "a method with a rule needs it": [(RuledView, "get", "viewer", 200), (RuledView, "post", "viewer", 403),
+                                      (RuledView, "post", "operator", 200)],
+    "a method the rules do not name is refused even to an admin": [(RuledView, "delete", "admin_user", 403)],
+    "head and options follow get": [(RuledView, "head", "viewer", 200), (RuledView, "options", "viewer", 200),
+                                    (RuledView, "head", "nobody", 403)],
+    "a method the view does not implement is refused before its 405": [(RuledView, "patch", "admin_user", 403)],
+    "an empty rule admits any signed-in user": [(OpenRuleView, "get", "nobody", 200)],
+    "a view without model or rules is refused": [(ModelessView, "get", "admin_user", 403)],
+    "a failed lookup is refused not let through": [(FailedLookupView, "get", "admin_user", 403)],
+    # put is change_job: nobody but admins
+    "model views map methods to actions": [(JobsView, "get", "viewer", 200), (JobsView, "put", "operator", 403),
+                                           (JobsView, "put", "admin_user", 200)],
+}
 
 
-def test_a_method_the_rules_do_not_name_is_refused_even_to_an_admin(admin_user):
-    assert call(RuledView, "delete", admin_user) == 403
-
-
-def test_head_and_options_follow_get(viewer, nobody):
-    assert call(RuledView, "head", viewer) == 200
-    assert call(RuledView, "options", viewer) == 200
-    assert call(RuledView, "head", nobody) == 403
-
-
-def test_a_method_the_view_does_not_implement_is_refused_before_its_405(admin_user):
-    assert call(RuledView, "patch", admin_user) == 403
-
-
-def test_an_empty_rule_admits_any_signed_in_user(nobody):
-    assert call(OpenRuleView, "get", nobody) == 200
-
-
-def test_a_view_without_model_or_rules_is_refused(admin_user):
-    assert call(ModelessView, "get", admin_user) == 403
-
-
-def test_a_failed_lookup_is_refused_not_let_through(admin_user):
-    assert call(FailedLookupView, "get", admin_user) == 403
-
-
-def test_model_views_map_methods_to_actions(viewer, operator, admin_user):
-    assert call(JobsView, "get", viewer) == 200
-    assert call(JobsView, "put", operator) == 403  # change_job: nobody but admins
-    assert call(JobsView, "put", admin_user) == 200
+@pytest.mark.parametrize("asked", CASES.values(), ids=CASES.keys())
+def test_role_permission_answers(asked, request):
+    for view, method, user, status in asked:
+        assert call(view, method, request.getfixturevalue(user)) == status, (view.__name__, method, user)
 
 
 def test_a_read_only_token_writes_nothing_even_where_a_viewset_has_a_preview_method(operator):

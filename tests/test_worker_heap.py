@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
-import threading
 import weakref
 
 from core import worker_signals
 from core.worker_signals import collector_paused
+from tests.threads import held_in_a_thread
 
 
 def _pool_process(pipe) -> None:
@@ -61,22 +61,10 @@ def test_a_collector_off_before_stays_off():
 
 
 def test_pauses_in_threads_end_when_the_last_one_leaves():
-    entered, leave_first, first_left = threading.Event(), threading.Event(), threading.Event()
-
-    def first() -> None:
+    with held_in_a_thread(collector_paused, at_most=10) as let_go:
         with collector_paused():
-            entered.set()
-            leave_first.wait(10)
-        first_left.set()
-
-    thread = threading.Thread(target=first)
-    thread.start()
-    assert entered.wait(10)
-    with collector_paused():
-        leave_first.set()
-        assert first_left.wait(10)
-        assert not gc.isenabled(), "the other thread's pause still holds"
-    thread.join(10)
+            let_go()
+            assert not gc.isenabled(), "the other thread's pause still holds"
     assert gc.isenabled()
 
 

@@ -8,10 +8,28 @@ from __future__ import annotations
 
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from django.db import connections
 
 from tests.servers import asgi_server  # noqa: F401  (the fixture: uvicorn in a thread, sharing the test database)
+
+
+def in_worker(function, *args):
+    """Run writes that publish events in another thread, as a worker would: this thread runs
+    Playwright's event loop, where ``async_to_sync`` cannot. The thread's database connections
+    are closed when it is done, so PostgreSQL can drop the test database and the pool does not
+    run dry (a thread that ends with a connection checked out keeps it for good)."""
+    def run():
+        try:
+            return function(*args)
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(run).result(timeout=30)
+
 
 CHROMIUM_ARGS = [
     "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

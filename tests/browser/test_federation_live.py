@@ -4,10 +4,8 @@ a new sample live and cordons through its reason dialog."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from django.db import connection
 
 from core import live
 from federation import services
@@ -17,22 +15,9 @@ from fleet.models import Cluster
 from tests.federation.conftest import deployment, fleet3, spread_policy  # noqa: F401 (fixtures)
 
 from .test_console_live import log_in
-from .conftest import wait_js, wait_live
+from .conftest import in_worker, wait_js, wait_live
 
 pytestmark = pytest.mark.browser
-
-
-def in_worker(function, *args):
-    """Run writes that publish events in another thread, as a worker would (this thread runs
-    Playwright's event loop, where ``async_to_sync`` cannot), closing that thread's database
-    connection afterwards so PostgreSQL can drop the test database."""
-    def run():
-        try:
-            return function(*args)
-        finally:
-            connection.close()
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(run).result(timeout=30)
 
 
 def reconcile(pk: int) -> str | None:

@@ -3,10 +3,8 @@ emergency downgrade goes from the overview's button to live acknowledgements."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from django.db import connections
 
 from core.live import publish_pending
 from core.models import Job
@@ -18,25 +16,10 @@ from tests.nodeconfig.conftest import admin_qos, clean_agent_cache, fleet, settl
 from tests.workers import purge_queues, shard_worker, wait_for_job  # noqa: F401
 
 from .test_console_live import log_in
-from .conftest import wait_live
+from .conftest import in_worker, wait_live
 
 pytestmark = pytest.mark.browser
 FAR_FUTURE = 4_000_000_000.0  # every simulated agent's delay has passed
-
-
-def in_worker(function, *args):
-    """Run writes that publish events in another thread, as a worker would: this thread runs
-    Playwright's event loop, where ``async_to_sync`` cannot. The thread's database connection
-    goes back to the pool when it is done (a thread that ends with it checked out keeps it for
-    good: the pool ran dry for the tests after these)."""
-    def run():
-        try:
-            return function(*args)
-        finally:
-            connections.close_all()
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(run).result(timeout=30)
 
 
 def agents_report_and_publish() -> None:

@@ -3,13 +3,15 @@ database and a private Redis. Marked ``faults`` (slow; ``.ci/run`` runs it once)
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from django.contrib.auth.models import Group
 from django.db import connection
 
 from core.models import APIToken
+from fleet.models import Cluster
 
-from .processes import Meridian, PrivateRedis
+from .processes import Meridian, PrivateRedis, wait_until
 
 
 def pytest_collection_modifyitems(items):
@@ -46,3 +48,22 @@ def admin_token(django_user_model) -> str:
     user = django_user_model.objects.create_user("fault-admin", password="fault-admin-password-123")
     user.groups.add(Group.objects.get(name="admin"))
     return APIToken.issue(user)[1]
+
+
+def api(meridian: Meridian, token: str) -> httpx.Client:
+    """The REST API of ``meridian``, as ``token``'s owner."""
+    return httpx.Client(base_url=meridian.base, headers={"Authorization": f"Token {token}"}, timeout=30)
+
+
+def serving_edge(meridian: Meridian, token: str, *, nodes: int, seed: int, synced: int) -> httpx.Client:
+    """Web, worker and beat started, and the simulated cluster ``edge`` registered through the API
+    and synced (``synced`` of its ``nodes`` in the inventory): the REST API, as ``token``'s owner."""
+    meridian.start_web()
+    meridian.start_worker()
+    meridian.start_beat()
+    client = api(meridian, token)
+    registered = client.post("/api/v1/fleet/clusters/", json={"name": "edge", "connector": "simulated",
+                                                              "connector_config": {"node_count": nodes, "seed": seed}})
+    assert registered.status_code == 201
+    wait_until(lambda: Cluster.objects.get(name="edge").node_count >= synced, timeout=90, what="the first sync")
+    return client

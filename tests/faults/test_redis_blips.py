@@ -17,9 +17,10 @@ import time
 import httpx
 import redis
 
-from fleet.models import Cluster, Node
+from fleet.models import Node
 from nodeconfig.models import ConfigTarget, NodeConfig
 
+from .conftest import serving_edge
 from .processes import wait_until
 
 ROUNDS = 10
@@ -93,13 +94,7 @@ class Downgrade:
 def test_ten_redis_outages_at_random_moments(meridian, private_redis, admin_token):
     seed = int(os.environ.get("MERIDIAN_FAULT_SEED") or time.time())
     rng = random.Random(seed)
-    meridian.start_web()
-    meridian.start_worker()
-    meridian.start_beat()
-    api = httpx.Client(base_url=meridian.base, headers={"Authorization": f"Token {admin_token}"}, timeout=30)
-    assert api.post("/api/v1/fleet/clusters/", json={"name": "edge", "connector": "simulated",
-                                                     "connector_config": {"node_count": 300, "seed": 3}}).status_code == 201
-    wait_until(lambda: Cluster.objects.get(name="edge").node_count >= 290, timeout=90, what="the first sync")
+    api = serving_edge(meridian, admin_token, nodes=300, seed=3, synced=290)
     agent = api.post("/api/v1/fleet/clusters/edge/agent-tokens/", json={}).json()["token"]
     downgrade = Downgrade(api)
     log = []

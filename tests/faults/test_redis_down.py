@@ -18,6 +18,7 @@ from core.models import Job
 from fleet.models import Cluster
 from quotas.models import QuotaGroup
 
+from .conftest import serving_edge
 from .processes import wait_until
 
 OUTAGE_SECONDS = 30
@@ -89,13 +90,7 @@ class HeldSocket(threading.Thread):
 
 
 def test_machine_endpoints_pages_and_the_downgrade_work_through_a_redis_outage(meridian, private_redis, admin_token):
-    meridian.start_web()
-    meridian.start_worker()
-    meridian.start_beat()
-    api = httpx.Client(base_url=meridian.base, headers={"Authorization": f"Token {admin_token}"}, timeout=30)
-    assert api.post("/api/v1/fleet/clusters/", json={"name": "edge", "connector": "simulated",
-                                                     "connector_config": {"node_count": 20, "seed": 2}}).status_code == 201
-    wait_until(lambda: Cluster.objects.get(name="edge").node_count > 0, timeout=90, what="the first sync")
+    api = serving_edge(meridian, admin_token, nodes=20, seed=2, synced=1)
     node = Cluster.objects.get(name="edge").nodes.order_by("name").first().name
     agent = api.post("/api/v1/fleet/clusters/edge/agent-tokens/", json={}).json()["token"]
     webhook = api.post("/api/v1/fleet/clusters/edge/webhook-tokens/", json={}).json()["token"]

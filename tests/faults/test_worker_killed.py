@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-import httpx
 from django.db.models import Count, Sum
 from django.utils import timezone
 
@@ -17,14 +16,11 @@ from core.models import Job
 from fleet.models import Cluster, Node
 from nodeconfig.models import ConfigTarget, NodeConfig
 
+from .conftest import api
 from .processes import wait_until
 
 KILLS = 3
 SETTLE_SECONDS = 60
-
-
-def api(meridian, token: str) -> httpx.Client:
-    return httpx.Client(base_url=meridian.base, headers={"Authorization": f"Token {token}"}, timeout=30)
 
 
 def settled(jobs, since: float) -> list[Job]:

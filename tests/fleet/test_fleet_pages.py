@@ -2,6 +2,8 @@ import pytest
 
 from fleet.models import Cluster, Node
 
+pytestmark = pytest.mark.django_db
+
 
 @pytest.fixture
 def cluster(db):
@@ -18,45 +20,45 @@ def cluster(db):
     return c
 
 
-@pytest.mark.django_db
-def test_cluster_list_shows_water_levels(client, viewer, cluster):
+@pytest.fixture
+def viewer_client(client, viewer):
     client.force_login(viewer)
-    html = client.get("/fleet/").content.decode()
-    assert 'data-cluster="bj-3"' in html and "50.0%" in html
+    return client
 
 
-@pytest.mark.django_db
-def test_cluster_detail_searches_nodes_by_label_selector(client, viewer, cluster):
-    client.force_login(viewer)
-    html = client.get("/fleet/clusters/bj-3/", {"labelSelector": "machineModel=A4,diskMode=hdd"}).content.decode()
-    assert "bj-3-a4-00001" in html and "bj-3-a3-00002" not in html and "bj-3-a4-00003" not in html
-    bad = client.get("/fleet/clusters/bj-3/", {"labelSelector": "machineModel in (A4"})
-    assert bad.status_code == 200 and "Invalid label selector" in bad.content.decode()
-    assert client.get("/fleet/clusters/nope/").status_code == 404
+def html(response) -> str:
+    return response.content.decode()
 
 
-@pytest.mark.django_db
-def test_node_detail_shows_topology_and_labels(client, viewer, cluster):
-    client.force_login(viewer)
-    response = client.get("/fleet/clusters/bj-3/nodes/bj-3-a4-00001/")
-    html = response.content.decode()
-    assert response.status_code == 200 and "machineModel=A4" in html and html.count('class="cpu"') == 4
-    assert client.get("/fleet/clusters/bj-3/nodes/missing/").status_code == 404
+def test_cluster_list_shows_water_levels(viewer_client, cluster):
+    page = html(viewer_client.get("/fleet/"))
+    assert 'data-cluster="bj-3"' in page and "50.0%" in page
 
 
-@pytest.mark.django_db
-def test_overview_shows_the_fleet(client, viewer, cluster):
-    client.force_login(viewer)
-    html = client.get("/").content.decode()
-    assert 'id="stat-clusters">1/1<' in html and 'id="stat-cpu-level">50.0%<' in html
+def test_cluster_detail_searches_nodes_by_label_selector(viewer_client, cluster):
+    page = html(viewer_client.get("/fleet/clusters/bj-3/", {"labelSelector": "machineModel=A4,diskMode=hdd"}))
+    assert "bj-3-a4-00001" in page and "bj-3-a3-00002" not in page and "bj-3-a4-00003" not in page
+    bad = viewer_client.get("/fleet/clusters/bj-3/", {"labelSelector": "machineModel in (A4"})
+    assert bad.status_code == 200 and "Invalid label selector" in html(bad)
+    assert viewer_client.get("/fleet/clusters/nope/").status_code == 404
 
 
-@pytest.mark.django_db
-def test_a_percent_sign_in_the_page_selector_is_an_error_message_not_a_500(client, viewer, cluster):
-    client.force_login(viewer)
+def test_node_detail_shows_topology_and_labels(viewer_client, cluster):
+    response = viewer_client.get("/fleet/clusters/bj-3/nodes/bj-3-a4-00001/")
+    page = html(response)
+    assert response.status_code == 200 and "machineModel=A4" in page and page.count('class="cpu"') == 4
+    assert viewer_client.get("/fleet/clusters/bj-3/nodes/missing/").status_code == 404
+
+
+def test_overview_shows_the_fleet(viewer_client, cluster):
+    page = html(viewer_client.get("/"))
+    assert 'id="stat-clusters">1/1<' in page and 'id="stat-cpu-level">50.0%<' in page
+
+
+def test_a_percent_sign_in_the_page_selector_is_an_error_message_not_a_500(viewer_client, cluster):
     for selector in ("%", "machineModel=%s", "50%off"):
-        page = client.get("/fleet/clusters/bj-3/", {"labelSelector": selector})
-        assert page.status_code == 200 and "Invalid label selector" in page.content.decode(), selector
+        response = viewer_client.get("/fleet/clusters/bj-3/", {"labelSelector": selector})
+        assert response.status_code == 200 and "Invalid label selector" in html(response), selector
 
 
 def _messages(response) -> list[str]:
@@ -65,7 +67,6 @@ def _messages(response) -> list[str]:
     return [str(m) for m in get_messages(response.wsgi_request)]
 
 
-@pytest.mark.django_db
 def test_the_cluster_page_offers_cordon_only_to_those_who_may(client, viewer, operator, cluster):
     client.force_login(viewer)
     page = client.get("/fleet/clusters/bj-3/").content.decode()
@@ -86,7 +87,6 @@ def test_the_cluster_page_offers_cordon_only_to_those_who_may(client, viewer, op
     assert not Cluster.objects.get(name="bj-3").cordoned
 
 
-@pytest.mark.django_db
 def test_cordon_drain_and_uncordon_from_the_cluster_page(client, operator, cluster):
     from core.models import ObjectChange
 

@@ -54,6 +54,20 @@ def db(stack: Stack) -> psycopg.Connection:
     return psycopg.connect(stack.database_url.replace("postgres://", "postgresql://", 1), autocommit=True)
 
 
+def failing_30_s_after(traffic: Load, failed: float) -> list:
+    """After 3 s more of load: the requests that failed from 30 s after ``failed`` until then."""
+    time.sleep(3)
+    return traffic.failures(failed + 30, time.monotonic())
+
+
+def assert_back_within_30_s(traffic: Load, failed: float, recovered: float, late: list, what: str, figures: str) -> None:
+    """``figures`` printed for the record with the requests that failed in the 30 s after ``failed``;
+    service back within them (``recovered`` seconds) and nothing failing after (``late``)."""
+    print(f"{figures}; {len(traffic.failures(failed, failed + 30))} requests failed meanwhile")
+    assert recovered <= 30
+    assert late == [], f"requests still failing 30 s after the {what}: {late[:5]}"
+
+
 def assert_every_event_accounted_for(traffic: Load) -> None:
     for subscriber in traffic.sockets:
         assert subscriber.silent_gaps == [], f"events lost without notice: {subscriber.silent_gaps[:5]}"
@@ -196,12 +210,10 @@ def test_redis_failover_through_sentinel_is_survived(healthy, fleet):
 
         wait_until(delivered, timeout=60, interval=1, what="the downgrade accepted during the failover to be delivered")
         delivered_after = time.monotonic() - failed_over
-        time.sleep(3)
-        late = traffic.failures(failed_over + 30, time.monotonic())
-    print(f"Redis failover: ready again {recovered:.1f} s after the primary died; downgrade delivered after "
-          f"{delivered_after:.1f} s; {len(traffic.failures(failed_over, failed_over + 30))} requests failed meanwhile")
-    assert recovered <= 30
-    assert late == [], f"requests still failing 30 s after the failover: {late[:5]}"
+        late = failing_30_s_after(traffic, failed_over)
+    assert_back_within_30_s(traffic, failed_over, recovered, late, "failover",
+                            f"Redis failover: ready again {recovered:.1f} s after the primary died; downgrade delivered "
+                            f"after {delivered_after:.1f} s")
     assert api.post(f"/api/v1/nodeconfig/emergency-downgrade/{downgrade.json()['id']}/restore/",
                     json={"reason": "over"}).status_code == 200
 
@@ -224,10 +236,7 @@ def test_postgresql_switched_to_a_promoted_standby_is_survived(healthy, fleet):
 
         wait_until(writable, timeout=45, interval=0.5, what="writes to reach the promoted standby")
         recovered = time.monotonic() - died
-        time.sleep(3)
-        late = traffic.failures(died + 30, time.monotonic())
-    print(f"PostgreSQL failover: writes again {recovered:.1f} s after the primary died; "
-          f"{len(traffic.failures(died, died + 30))} requests failed meanwhile")
-    assert recovered <= 30
-    assert late == [], f"requests still failing 30 s after the switch: {late[:5]}"
+        late = failing_30_s_after(traffic, died)
+    assert_back_within_30_s(traffic, died, recovered, late, "switch",
+                            f"PostgreSQL failover: writes again {recovered:.1f} s after the primary died")
     assert api.get("/api/v1/quotas/groups/before-failover/").status_code == 200, "a write acknowledged before is kept"

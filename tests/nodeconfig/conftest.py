@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from django.db.models import Max
@@ -14,6 +15,13 @@ from nodeconfig.models import ConfigTarget, ConfigType
 from nodeconfig.rollout import reconcile_targets
 
 MODELS = ("A1", "A2", "A3", "A4")
+#: The seed examples as upstream YAML: reclaim off everywhere, a grey release on node1/node2, HDD nodes.
+SEED_EXAMPLES = (Path(__file__).resolve().parents[2] / "nodeconfig" / "examples" / "seed-targets.yaml").read_text()
+
+
+def seed_examples(first: str, second: str) -> str:
+    """The seed examples, their grey release naming ``first`` and ``second`` instead of node1/node2."""
+    return SEED_EXAMPLES.replace("- node1", f"- {first}").replace("- node2", f"- {second}")
 
 
 def make_nodes(cluster: Cluster, count: int) -> list[Node]:

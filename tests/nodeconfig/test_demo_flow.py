@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from celery.contrib.testing.worker import start_worker
@@ -20,10 +19,9 @@ from nodeconfig.rollout import progress
 from nodeconfig.services import import_manifests
 from nodeconfig.tasks import push_to_cluster, simulate_agents
 
-from .conftest import settle
+from .conftest import SEED_EXAMPLES, seed_examples, settle
 
 pytestmark = pytest.mark.django_db
-EXAMPLES = (Path(__file__).resolve().parents[2] / "nodeconfig" / "examples" / "seed-targets.yaml").read_text()
 
 
 #: The simulator's clock for the sync: a fixed instant, so the churn window (which nodes left,
@@ -52,7 +50,7 @@ def demo(db):
 def gray_yaml() -> str:
     """The grey-release example naming two real demo nodes instead of node1/node2."""
     first, second = Node.objects.order_by("name").values_list("name", flat=True)[:2]
-    return EXAMPLES.replace("- node1", f"- {first}").replace("- node2", f"- {second}")
+    return seed_examples(first, second)
 
 
 def test_the_seed_examples_reach_the_right_demo_nodes_and_the_simulated_agents_ack(demo):
@@ -80,7 +78,7 @@ def test_the_seed_examples_reach_the_right_demo_nodes_and_the_simulated_agents_a
 
 
 def test_an_unchanged_node_list_as_written_matches_nothing_but_is_accepted(demo):
-    results = import_manifests(EXAMPLES)
+    results = import_manifests(SEED_EXAMPLES)
     assert [created for _, created in results] == [True, True, True]
     gray = ConfigTarget.objects.get(name="numa-memory-eviction-gray")
     settle(gray)
@@ -164,7 +162,7 @@ def test_journey_2_can_be_played_on_the_seeded_demo(demo):
     from core.errors import Refused
 
     with pytest.raises(Refused) as refused:
-        import_manifests(EXAMPLES.split("\n---\n")[3].replace("hybrid-for-disk-hdd", "hdd-as-written"))
+        import_manifests(SEED_EXAMPLES.split("\n---\n")[3].replace("hybrid-for-disk-hdd", "hdd-as-written"))
     assert refused.value.code == "selector_overlap" and "a4-hdd-eviction" in refused.value.detail
 
 

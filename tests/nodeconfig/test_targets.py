@@ -7,7 +7,7 @@ import pytest
 from nodeconfig.models import ConfigTarget, NodeConfig
 from nodeconfig.hashing import config_hash
 
-from .conftest import settle
+from .conftest import seed_examples, settle
 
 pytestmark = pytest.mark.django_db
 TARGETS = "/api/v1/nodeconfig/targets/"
@@ -22,45 +22,7 @@ def create(api, **fields):
     return api.post(TARGETS, body, format="json")
 
 
-SEED_YAML = """
-apiVersion: config.katalyst.kubewharf.io/v1alpha1
-kind: AdminQoSConfiguration
-metadata:
-  name: global
-  namespace: default
-spec:
-  config:
-    reclaimedResourceConfig:
-      enableReclaim: false
----
-apiVersion: config.katalyst.kubewharf.io/v1alpha1
-kind: AdminQoSConfiguration
-metadata:
-  name: numa-memory-eviction-gray
-  namespace: default
-spec:
-  ephemeralSelector:
-    nodeNames:
-      - bj-1-n001
-      - bj-1-n002
-    lastDuration: 72h
-  config:
-    evictionConfig:
-      memoryPressureEvictionConfig:
-        enableNumaLevelEviction: true
----
-apiVersion: config.katalyst.kubewharf.io/v1alpha1
-kind: AdminQoSConfiguration
-metadata:
-  name: hybrid-for-disk-hdd
-  namespace: default
-spec:
-  nodeLabelSelector: diskMode=hdd
-  config:
-    evictionConfig:
-      memoryPressureEvictionConfig:
-        systemFreeMemoryThresholdMinimum: 20Gi
-"""
+SEED_YAML = seed_examples("bj-1-n001", "bj-1-n002")
 
 
 def test_the_seed_examples_import_as_upstream_yaml_and_reach_the_right_nodes(fleet, operator_api):

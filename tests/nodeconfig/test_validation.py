@@ -37,14 +37,6 @@ SELECTOR_TABLE = [
 ]
 
 
-@pytest.mark.parametrize(("target", "others", "valid"), SELECTOR_TABLE)
-def test_upstream_selector_table(target, others, valid):
-    problems = validate_target(target, AA, others)
-    assert (not problems) is valid
-    if not valid:
-        assert reasons(problems) == ["selector_overlap"]
-
-
 def _nodes(name: str, nodes: list[str]) -> TargetRef:
     return TargetRef(name, node_names=nodes, last_duration="72h")
 
@@ -56,27 +48,26 @@ NODE_TABLE = [
     (_nodes("1", ["node-1", "node-2"]), [_nodes("2", ["node-3", "node-4"])], True),
 ]
 
-
-@pytest.mark.parametrize(("target", "others", "valid"), NODE_TABLE)
-def test_upstream_node_names_table(target, others, valid):
-    problems = validate_target(target, AA, others)
-    assert (not problems) is valid
-    if not valid:
-        assert reasons(problems) == ["node_names_overlap"]
-
-
 GLOBAL_TABLE = [
     (TargetRef("1"), [TargetRef("2")], False),
     (TargetRef("1"), [TargetRef("1"), TargetRef("2", "aa=bb")], True),
 ]
 
+#: Each upstream test, its table and the reason its invalid cases get.
+UPSTREAM_TABLES = [
+    ("Test_validateLabelSelectorWithOthers", SELECTOR_TABLE, "selector_overlap"),
+    ("Test_validateTargetResourceNodeNamesWithOthers", NODE_TABLE, "node_names_overlap"),
+    ("Test_validateTargetResourceGlobalWithOthers", GLOBAL_TABLE, "global_duplicated"),
+]
 
-@pytest.mark.parametrize(("target", "others", "valid"), GLOBAL_TABLE)
-def test_upstream_global_table(target, others, valid):
+
+@pytest.mark.parametrize(("target", "others", "valid", "reason"), [
+    pytest.param(*case, reason, id=f"{test}-{i}") for test, table, reason in UPSTREAM_TABLES for i, case in enumerate(table)])
+def test_upstream_tables(target, others, valid, reason):
     problems = validate_target(target, AA, others)
     assert (not problems) is valid
     if not valid:
-        assert reasons(problems) == ["global_duplicated"]
+        assert reasons(problems) == [reason]
 
 
 # ---------------------------------------------------------------- every reason code

@@ -7,17 +7,20 @@ this on SQLite and, in CI, on PostgreSQL.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 
 from quotas import services
 from quotas.models import QuotaCharge, QuotaGroup
+from tests.threads import held_in_a_thread
 
 from .conftest import deployment, review
 
@@ -101,29 +104,21 @@ def test_a_batch_stuck_on_a_lock_does_not_hold_up_other_groups(server, webhook_t
     group whose row another transaction holds must not delay the requests for other groups."""
     services.create_group(name="slow", parent=None, hard={"limits.cpu": "10"})
     services.create_group(name="fast", parent=None, hard={"limits.cpu": "10"})
-    locked, release = threading.Event(), threading.Event()
 
-    def hold_the_slow_group() -> None:
+    @contextlib.contextmanager
+    def the_slow_group_locked() -> Iterator[None]:
         with transaction.atomic():
             QuotaGroup.objects.select_for_update().get(name="slow")
-            locked.set()
-            release.wait(20)
-        connections.close_all()
+            yield
 
-    holder = threading.Thread(target=hold_the_slow_group)
-    holder.start()
-    assert locked.wait(10)
     url, auth = f"{server}/api/admission/v1/quotas/validate", {"Authorization": f"Bearer {webhook_token}"}
-    try:
-        with httpx.Client(timeout=30) as client, ThreadPoolExecutor(max_workers=1) as pool:
-            slow = pool.submit(client.post, url, json=review(deployment("s", group="slow")), headers=auth)
-            time.sleep(0.2)
-            started = time.monotonic()
-            fast = client.post(url, json=review(deployment("f", group="fast")), headers=auth)
-            assert fast.json()["response"]["allowed"] and time.monotonic() - started < 5
-            assert not slow.done(), "still waiting for the lock"
-            release.set()
-            assert slow.result().json()["response"]["allowed"]
-    finally:
-        release.set()
-        holder.join(timeout=10)
+    with (held_in_a_thread(the_slow_group_locked) as let_go, httpx.Client(timeout=30) as client,
+          ThreadPoolExecutor(max_workers=1) as pool):
+        slow = pool.submit(client.post, url, json=review(deployment("s", group="slow")), headers=auth)
+        time.sleep(0.2)
+        started = time.monotonic()
+        fast = client.post(url, json=review(deployment("f", group="fast")), headers=auth)
+        assert fast.json()["response"]["allowed"] and time.monotonic() - started < 5
+        assert not slow.done(), "still waiting for the lock"
+        let_go()
+        assert slow.result().json()["response"]["allowed"]
