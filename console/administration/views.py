@@ -110,17 +110,21 @@ class AdminIndexView(AdminMixin, TemplateView):
         }
 
 
+class AddableListMixin(AdminMixin, TableMixin):
+    """A table page with an add button for whoever may add (users, clusters, config types)."""
+
+    def get_context_data(self, **kwargs):
+        return super().get_context_data(**kwargs) | {"may_add": self.can("add")}
+
+
 # ------------------------------------------------------------------------------------------ users
 
-class UserListView(AdminMixin, TableMixin, TemplateView):
+class UserListView(AddableListMixin, TemplateView):
     template_name = "console/administration/user_list.html"
     table_class = UserTable
 
     def get_table_queryset(self):
         return User.objects.prefetch_related("groups")
-
-    def get_context_data(self, **kwargs):
-        return super().get_context_data(**kwargs) | {"may_add": self.can("add")}
 
 
 class UserCreateView(AdminMixin, FormView):
@@ -313,7 +317,7 @@ class APITokenRevokeView(RevokeView):
 
 # --------------------------------------------------------------------------------------- clusters
 
-class ClusterAdminListView(AdminMixin, TableMixin, TemplateView):
+class ClusterAdminListView(AddableListMixin, TemplateView):
     model = Cluster
     template_name = "console/administration/cluster_list.html"
     table_class = AdminClusterTable
@@ -322,9 +326,6 @@ class ClusterAdminListView(AdminMixin, TableMixin, TemplateView):
         live = Q(tokens__revoked__isnull=True)
         return Cluster.objects.annotate(agent_tokens=Count("tokens", filter=live & Q(tokens__kind="agent")),
                                         webhook_tokens=Count("tokens", filter=live & Q(tokens__kind="webhook")))
-
-    def get_context_data(self, **kwargs):
-        return super().get_context_data(**kwargs) | {"may_add": self.can("add")}
 
 
 class ClusterRegisterView(AdminMixin, FormView):
@@ -449,16 +450,13 @@ class WebhookDownloadView(AdminMixin, TemplateView):
 
 # ---------------------------------------------------------------------------------- config types
 
-class ConfigTypeListView(AdminMixin, TableMixin, TemplateView):
+class ConfigTypeListView(AddableListMixin, TemplateView):
     model = ConfigType
     template_name = "console/administration/configtype_list.html"
     table_class = AdminConfigTypeTable
 
     def get_table_queryset(self):
         return ConfigType.objects.annotate(target_count=Count("targets", filter=Q(targets__deleted=False)))
-
-    def get_context_data(self, **kwargs):
-        return super().get_context_data(**kwargs) | {"may_add": self.can("add")}
 
 
 class ConfigTypeFormView(AdminMixin, FormView):
