@@ -41,28 +41,43 @@ def user_for_token(raw: str) -> tuple[object, APIToken] | None:
     return token.user, token
 
 
-class APITokenAuthentication(authentication.BaseAuthentication):
-    """``Authorization: Token <key>`` against hashed, optionally expiring tokens."""
+class KeywordAuthentication(authentication.BaseAuthentication):
+    """``Authorization: <keyword> <credentials>``: the header parsed once for every scheme;
+    subclasses set ``keyword``, ``encoding`` and ``malformed`` and check the credentials."""
 
-    keyword = "Token"
+    keyword = ""
+    encoding = "utf-8"
+    malformed = ""
 
     def authenticate(self, request):
         parts = authentication.get_authorization_header(request).split()
         if not parts or parts[0].lower() != self.keyword.lower().encode():
             return None
         if len(parts) != 2:
-            raise exceptions.AuthenticationFailed(_("Malformed Authorization header: use 'Token <key>'."))
+            raise exceptions.AuthenticationFailed(self.malformed)
         try:
-            raw = parts[1].decode()
+            return self.authenticate_credentials(parts[1].decode(self.encoding))
         except UnicodeError:
             raise exceptions.AuthenticationFailed(_("Token contains invalid characters.")) from None
+
+    def authenticate_credentials(self, raw: str) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def authenticate_header(self, request) -> str:
+        return self.keyword
+
+
+class APITokenAuthentication(KeywordAuthentication):
+    """``Authorization: Token <key>`` against hashed, optionally expiring tokens."""
+
+    keyword = "Token"
+    malformed = _("Malformed Authorization header: use 'Token <key>'.")
+
+    def authenticate_credentials(self, raw: str) -> tuple[Any, APIToken]:
         found = user_for_token(raw)
         if found is None:
             raise exceptions.AuthenticationFailed(_("Invalid or expired token."))
         return found
-
-    def authenticate_header(self, request) -> str:
-        return self.keyword
 
 
 @dataclass(frozen=True)
@@ -88,31 +103,23 @@ def user_for_provider_token(raw: str) -> tuple[Any, ProviderToken]:
     return sso.user_for_claims(claims), ProviderToken(claims)
 
 
-class ProviderTokenAuthentication(authentication.BaseAuthentication):
+class ProviderTokenAuthentication(KeywordAuthentication):
     """``Authorization: Bearer <access token>`` from the identity provider: a JWT it signed
     for Meridian's audience (``MERIDIAN_OIDC_AUDIENCE``), acting as the user it names."""
 
     keyword = "Bearer"
+    encoding = "ascii"
+    malformed = _("Malformed Authorization header: use 'Bearer <access token>'.")
 
-    def authenticate(self, request):
-        parts = authentication.get_authorization_header(request).split()
-        if not parts or parts[0].lower() != self.keyword.lower().encode():
-            return None
-        if len(parts) != 2:
-            raise exceptions.AuthenticationFailed(_("Malformed Authorization header: use 'Bearer <access token>'."))
+    def authenticate_credentials(self, raw: str) -> tuple[Any, ProviderToken]:
         try:
-            return user_for_provider_token(parts[1].decode("ascii"))
-        except UnicodeError:
-            raise exceptions.AuthenticationFailed(_("Token contains invalid characters.")) from None
+            return user_for_provider_token(raw)
         except oidc.InvalidToken as exc:
             raise exceptions.AuthenticationFailed(_("Invalid provider token: %(why)s.") % {"why": exc}) from None
         except Unavailable:
             raise
         except Refused as exc:
             raise exceptions.AuthenticationFailed(exc.detail) from None
-
-    def authenticate_header(self, request) -> str:
-        return self.keyword
 
 
 class WebsocketTokenMiddleware:

@@ -235,8 +235,14 @@ class Revision(models.Model):
     created_by = models.CharField(max_length=150, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
+    #: The foreign key to the owner, which ``__str__`` names.
+    owner_field = ""
+
     class Meta:
         abstract = True
+
+    def __str__(self) -> str:
+        return f"{getattr(self, self.owner_field)} r{self.number}"
 
     def spec(self) -> dict:
         """The fields a diff compares and a rollback restores."""
@@ -246,6 +252,13 @@ class Revision(models.Model):
         if not self._state.adding:
             raise ValueError(f"{type(self).__name__} rows are immutable; write a new revision instead")
         super().save(*args, **kwargs)
+
+
+def revision_meta(owner: str, constraint: str, *, ordering: str = "") -> type:
+    """The ``Meta`` of a concrete :class:`Revision`: ordered by owner (or ``ordering``), newest
+    first, and one row per owner and number (the constraint named ``constraint``)."""
+    return type("Meta", (), {"ordering": [ordering or owner, "-number"],
+                             "constraints": [models.UniqueConstraint(fields=[owner, "number"], name=constraint)]})
 
 
 class Identity(models.Model):

@@ -3,31 +3,36 @@
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
-class APITokenAuthenticationScheme(OpenApiAuthenticationExtension):
+class StaticAuthenticationScheme(OpenApiAuthenticationExtension):
+    """An authentication class whose OpenAPI security scheme is the same for every view."""
+
+    definition: dict[str, str] = {}
+
+    def get_security_definition(self, auto_schema):
+        return dict(self.definition)  # each document its own: postprocessing hooks may change it
+
+
+class APITokenAuthenticationScheme(StaticAuthenticationScheme):
     target_class = "core.authentication.APITokenAuthentication"
     name = "tokenAuth"
-
-    def get_security_definition(self, auto_schema):
-        return {
-            "type": "apiKey",
-            "in": "header",
-            "name": "Authorization",
-            "description": "`Token <key>`; get a key from POST /api/v1/auth/token/.",
-        }
+    definition = {
+        "type": "apiKey",
+        "in": "header",
+        "name": "Authorization",
+        "description": "`Token <key>`; get a key from POST /api/v1/auth/token/.",
+    }
 
 
-class ProviderTokenAuthenticationScheme(OpenApiAuthenticationExtension):
+class ProviderTokenAuthenticationScheme(StaticAuthenticationScheme):
     target_class = "core.authentication.ProviderTokenAuthentication"
     name = "providerToken"
-
-    def get_security_definition(self, auto_schema):
-        return {
-            "type": "http",
-            "scheme": "bearer",
-            "bearerFormat": "JWT",
-            "description": "An access token from Meridian's OpenID Connect provider (single sign-on), for an audience "
-                           "in MERIDIAN_OIDC_AUDIENCE.",
-        }
+    definition = {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "JWT",
+        "description": "An access token from Meridian's OpenID Connect provider (single sign-on), for an audience "
+                       "in MERIDIAN_OIDC_AUDIENCE.",
+    }
 
 
 ERROR_SCHEMA = {

@@ -12,8 +12,10 @@ the login page saying why, with nothing signed in.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -82,13 +84,22 @@ def refused_login(request: HttpRequest, detail: str, *, status: int) -> HttpResp
     return render(request, "registration/login.html", context, status=status)
 
 
-@login_not_required
-@require_GET
-@never_cache
+def sso_endpoint(view: Callable[[HttpRequest], HttpResponse]) -> Callable[[HttpRequest], HttpResponse]:
+    """One end of the provider round trip: open to anyone signed out, GET only, never cached,
+    and 404 while single sign-on is not configured."""
+
+    @functools.wraps(view)
+    def endpoint(request: HttpRequest) -> HttpResponse:
+        if not oidc.enabled():
+            raise Http404("single sign-on is not configured")
+        return view(request)
+
+    return login_not_required(require_GET(never_cache(endpoint)))
+
+
+@sso_endpoint
 def sso_login(request: HttpRequest) -> HttpResponse:
-    """Off to the provider (404 when single sign-on is not configured)."""
-    if not oidc.enabled():
-        raise Http404("single sign-on is not configured")
+    """Off to the provider."""
     wanted = request.GET.get("next", "")
     if url_has_allowed_host_and_scheme(wanted, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
         request.session[SESSION_NEXT] = wanted
@@ -99,13 +110,9 @@ def sso_login(request: HttpRequest) -> HttpResponse:
         return refused_login(request, _("The identity provider cannot be reached right now; try again."), status=503)
 
 
-@login_not_required
-@require_GET
-@never_cache
+@sso_endpoint
 def sso_callback(request: HttpRequest) -> HttpResponse:
     """Back from the provider: check everything, sign the user in with their mapped rights."""
-    if not oidc.enabled():
-        raise Http404("single sign-on is not configured")
     try:
         tokens = oidc.client().authorize_access_token(request)
     except (OAuthError, JoseError) as exc:

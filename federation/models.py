@@ -13,7 +13,7 @@ from __future__ import annotations
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from core.models import Revision
+from core.models import Revision, revision_meta
 from fleet.models import Cluster, ResourceTotals
 
 #: Labels binding an object to its policies (upstream's names).
@@ -150,9 +150,7 @@ class FederatedRevision(Revision):
     template = models.JSONField()
     template_hash = models.CharField(max_length=64)
 
-    class Meta:
-        ordering = ["object_id", "-number"]
-        constraints = [models.UniqueConstraint(fields=["object", "number"], name="federation_revision_identity")]
+    Meta = revision_meta("object", "federation_revision_identity", ordering="object_id")
 
     def __str__(self) -> str:
         return f"{self.object} revision {self.number}"

@@ -73,9 +73,14 @@ class ClusterFilterSet(django_filters.FilterSet):
         fields = ["ready", "connector"]
 
 
-class NodeFilterSet(django_filters.FilterSet):
+class ClusterObjectFilterSet(django_filters.FilterSet):
+    """What every in-cluster object (node, workload, pod) is filtered by: its cluster and its labels."""
+
     cluster = ClusterNameFilter()
-    labelSelector = LabelSelectorFilter(label="labelSelector")  # noqa: N815
+    labelSelector = LabelSelectorFilter(label="labelSelector")  # noqa: N815 - Kubernetes' parameter name
+
+
+class NodeFilterSet(ClusterObjectFilterSet):
     name = django_filters.CharFilter(lookup_expr="startswith")
     ready = django_filters.BooleanFilter()
     unschedulable = django_filters.BooleanFilter()
@@ -85,9 +90,7 @@ class NodeFilterSet(django_filters.FilterSet):
         fields = ["ready", "unschedulable"]
 
 
-class WorkloadFilterSet(django_filters.FilterSet):
-    cluster = ClusterNameFilter()
-    labelSelector = LabelSelectorFilter(label="labelSelector")  # noqa: N815
+class WorkloadFilterSet(ClusterObjectFilterSet):
     namespace = django_filters.CharFilter()
     kind = django_filters.CharFilter()
     name = django_filters.CharFilter(lookup_expr="startswith")
@@ -97,9 +100,7 @@ class WorkloadFilterSet(django_filters.FilterSet):
         fields = ["namespace", "kind", "status"]
 
 
-class PodFilterSet(django_filters.FilterSet):
-    cluster = ClusterNameFilter()
-    labelSelector = LabelSelectorFilter(label="labelSelector")  # noqa: N815
+class PodFilterSet(ClusterObjectFilterSet):
     namespace = django_filters.CharFilter()
     node = django_filters.CharFilter(field_name="node_name")
     active = django_filters.BooleanFilter(field_name="finished_at", lookup_expr="isnull", label="active (not finished)")

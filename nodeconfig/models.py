@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from core.models import Revision
+from core.models import Revision, revision_meta
 from fleet.models import Cluster, Node
 
 #: The ``core.live`` kind of a target's coalesced rollout-progress summary.
@@ -158,12 +158,8 @@ class ConfigRevision(Revision):
     config = models.JSONField(default=dict, blank=True)
     config_hash = models.CharField(max_length=12)
 
-    class Meta:
-        ordering = ["target", "-number"]
-        constraints = [models.UniqueConstraint(fields=["target", "number"], name="nodeconfig_revision_number")]
-
-    def __str__(self) -> str:
-        return f"{self.target} r{self.number}"
+    owner_field = "target"
+    Meta = revision_meta("target", "nodeconfig_revision_number")
 
     def spec(self) -> dict:
         """The fields a diff compares and a rollback restores."""

@@ -14,7 +14,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from core.models import Revision
+from core.models import Revision, revision_meta
 from fleet.models import Cluster
 
 #: A Kubernetes object name (DNS subdomain), as the upstream cluster-scoped object has.
@@ -73,12 +73,8 @@ class QuotaGroupRevision(Revision):
     hard = models.JSONField(default=dict, blank=True)
     owners = models.JSONField(default=list, blank=True)
 
-    class Meta:
-        ordering = ["group", "-number"]
-        constraints = [models.UniqueConstraint(fields=["group", "number"], name="quotas_revision_number")]
-
-    def __str__(self) -> str:
-        return f"{self.group} r{self.number}"
+    owner_field = "group"
+    Meta = revision_meta("group", "quotas_revision_number")
 
     def spec(self) -> dict:
         return {"parent": self.parent_name or None, "description": self.description, "hard": dict(self.hard),

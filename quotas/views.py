@@ -408,10 +408,7 @@ class GroupVerbView(VerbViewMixin, GroupDetailView):
 
 
 class GroupResizeView(GroupVerbView):
-    form_key = "resize_form"
-
-    def make_form(self, group):
-        return ResizeForm(self.request.POST, prefix="resize")
+    form_key, prefix, form_class = "resize_form", "resize", ResizeForm
 
     def perform(self, group, form):
         _row, warnings = services.update_group(group, hard=form.cleaned_data["hard"], reason=form.cleaned_data["reason"])
@@ -422,10 +419,7 @@ class GroupResizeView(GroupVerbView):
 
 
 class GroupOwnersView(GroupVerbView):
-    form_key = "owners_form"
-
-    def make_form(self, group):
-        return OwnersForm(self.request.POST, prefix="owners")
+    form_key, prefix, form_class = "owners_form", "owners", OwnersForm
 
     def perform(self, group, form):
         services.update_group(group, owners=form.cleaned_data["owners"], reason=form.cleaned_data["reason"])
@@ -454,10 +448,7 @@ class GroupMoveView(GroupVerbView):
 
 
 class GroupDeleteView(GroupVerbView):
-    action, form_key = "delete", "delete_form"
-
-    def make_form(self, group):
-        return DeleteForm(self.request.POST, prefix="delete")
+    action, form_key, prefix, form_class = "delete", "delete_form", "delete", DeleteForm
 
     def perform(self, group, form):
         parent = group.parent.name if group.parent_id else None

@@ -110,17 +110,21 @@ class AdminIndexView(AdminMixin, TemplateView):
         }
 
 
+class AddableListMixin(AdminMixin, TableMixin):
+    """A table page with an add button for whoever may add (users, clusters, config types)."""
+
+    def get_context_data(self, **kwargs):
+        return super().get_context_data(**kwargs) | {"may_add": self.can("add")}
+
+
 # ------------------------------------------------------------------------------------------ users
 
-class UserListView(AdminMixin, TableMixin, TemplateView):
+class UserListView(AddableListMixin, TemplateView):
     template_name = "console/administration/user_list.html"
     table_class = UserTable
 
     def get_table_queryset(self):
         return User.objects.prefetch_related("groups")
-
-    def get_context_data(self, **kwargs):
-        return super().get_context_data(**kwargs) | {"may_add": self.can("add")}
 
 
 class UserCreateView(AdminMixin, FormView):
@@ -229,6 +233,20 @@ class RevocableListMixin(AdminMixin, TableMixin):
         return {"page_request": self.request, "may_revoke": self.can("delete")}
 
 
+class RevokeView(AdminMixin, TemplateView):
+    """The revoke button of a ``RevocableListMixin`` row: a POST on one of ``model``'s rows,
+    which ``revoke`` handles and answers with where to go next."""
+
+    action = "delete"
+    http_method_names = ["post"]
+
+    def post(self, request, *args, **kwargs):
+        return redirect(self.revoke(get_object_or_404(self.model.objects.select_related("user"), pk=kwargs["pk"])))
+
+    def revoke(self, obj) -> str:
+        raise NotImplementedError
+
+
 class RoleBindingListView(RevocableListMixin, TemplateView):
     """Every scoped role in one table (searchable, exportable)."""
 
@@ -237,21 +255,18 @@ class RoleBindingListView(RevocableListMixin, TemplateView):
     table_class = RoleBindingTable
 
 
-class RoleBindingRevokeView(AdminMixin, TemplateView):
+class RoleBindingRevokeView(RevokeView):
     model = RoleBinding
-    action = "delete"
-    http_method_names = ["post"]
 
-    def post(self, request, *args, **kwargs):
-        binding = get_object_or_404(RoleBinding.objects.select_related("user"), pk=kwargs["pk"])
+    def revoke(self, binding: RoleBinding) -> str:
         if binding.source != RoleBinding.Source.MANUAL:
-            messages.error(request, _("This role comes from the provider group %(group)s: it returns at the next sign-in; "
-                                      "remove the user from the group at the provider.") % {"group": binding.group})
+            messages.error(self.request, _("This role comes from the provider group %(group)s: it returns at the next sign-in; "
+                                           "remove the user from the group at the provider.") % {"group": binding.group})
         else:
-            bindings.revoke(binding, reason=RoleBindingRevokeForm(request.POST).data.get("reason", ""))
-            messages.success(request, _("Revoked: %(user)s is no longer %(binding)s.")
+            bindings.revoke(binding, reason=RoleBindingRevokeForm(self.request.POST).data.get("reason", ""))
+            messages.success(self.request, _("Revoked: %(user)s is no longer %(binding)s.")
                              % {"user": binding.user.get_username(), "binding": binding})
-        return redirect("administration:user-detail", pk=binding.user_id)
+        return reverse("administration:user-detail", kwargs={"pk": binding.user_id})
 
 
 # ------------------------------------------------------------------------------------- API tokens
@@ -286,25 +301,23 @@ class APITokenIssueView(AdminMixin, FormView):
                            "back": reverse("administration:apitoken-list"), "usage": "Authorization: Token <token>"})
 
 
-class APITokenRevokeView(AdminMixin, TemplateView):
+class APITokenRevokeView(RevokeView):
     model = APIToken
-    action = "delete"
-    http_method_names = ["post"]
 
-    def post(self, request, *args, **kwargs):
-        token = get_object_or_404(APIToken.objects.select_related("user"), pk=kwargs["pk"])
+    def revoke(self, token: APIToken) -> str:
         revoke_api_token(token)
+        request = self.request
         messages.success(request, _("Revoked %(owner)s's token %(prefix)s…; it is refused from now on.")
                          % {"owner": token.user.get_username(), "prefix": token.key_prefix})
         back = request.POST.get("next", "")
         if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
             back = reverse("administration:apitoken-list")
-        return redirect(back)
+        return back
 
 
 # --------------------------------------------------------------------------------------- clusters
 
-class ClusterAdminListView(AdminMixin, TableMixin, TemplateView):
+class ClusterAdminListView(AddableListMixin, TemplateView):
     model = Cluster
     template_name = "console/administration/cluster_list.html"
     table_class = AdminClusterTable
@@ -313,9 +326,6 @@ class ClusterAdminListView(AdminMixin, TableMixin, TemplateView):
         live = Q(tokens__revoked__isnull=True)
         return Cluster.objects.annotate(agent_tokens=Count("tokens", filter=live & Q(tokens__kind="agent")),
                                         webhook_tokens=Count("tokens", filter=live & Q(tokens__kind="webhook")))
-
-    def get_context_data(self, **kwargs):
-        return super().get_context_data(**kwargs) | {"may_add": self.can("add")}
 
 
 class ClusterRegisterView(AdminMixin, FormView):
@@ -440,16 +450,13 @@ class WebhookDownloadView(AdminMixin, TemplateView):
 
 # ---------------------------------------------------------------------------------- config types
 
-class ConfigTypeListView(AdminMixin, TableMixin, TemplateView):
+class ConfigTypeListView(AddableListMixin, TemplateView):
     model = ConfigType
     template_name = "console/administration/configtype_list.html"
     table_class = AdminConfigTypeTable
 
     def get_table_queryset(self):
         return ConfigType.objects.annotate(target_count=Count("targets", filter=Q(targets__deleted=False)))
-
-    def get_context_data(self, **kwargs):
-        return super().get_context_data(**kwargs) | {"may_add": self.can("add")}
 
 
 class ConfigTypeFormView(AdminMixin, FormView):

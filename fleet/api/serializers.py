@@ -42,9 +42,13 @@ class ClusterSerializer(serializers.ModelSerializer):
         return concurrency.etag(obj)
 
 
-class NodeSerializer(serializers.ModelSerializer):
+# An object the fleet sync reads from a member cluster (node, workload, pod), named with its cluster.
+# No docstring: drf-spectacular would show it as the subclasses' description in the OpenAPI document.
+class ClusterObjectSerializer(serializers.ModelSerializer):
     cluster = serializers.CharField(source="cluster_name", read_only=True)
 
+
+class NodeSerializer(ClusterObjectSerializer):
     class Meta:
         model = Node
         fields = [
@@ -56,9 +60,7 @@ class NodeSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class WorkloadSerializer(serializers.ModelSerializer):
-    cluster = serializers.CharField(source="cluster_name", read_only=True)
-
+class WorkloadSerializer(ClusterObjectSerializer):
     class Meta:
         model = Workload
         fields = [
@@ -68,9 +70,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class PodSerializer(serializers.ModelSerializer):
-    cluster = serializers.CharField(source="cluster_name", read_only=True)
-
+class PodSerializer(ClusterObjectSerializer):
     class Meta:
         model = Pod
         fields = [

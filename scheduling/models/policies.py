@@ -21,7 +21,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
-from core.models import Revision
+from core.models import Revision, revision_meta
 
 
 class SchedulingPolicy(models.Model):
@@ -59,12 +59,8 @@ class SchedulingPolicyRevision(Revision):
     description = models.TextField(blank=True)
     config = models.JSONField(default=dict, blank=True)
 
-    class Meta:
-        ordering = ["policy", "-number"]
-        constraints = [models.UniqueConstraint(fields=["policy", "number"], name="scheduling_policy_revision_number")]
-
-    def __str__(self) -> str:
-        return f"{self.policy} r{self.number}"
+    owner_field = "policy"
+    Meta = revision_meta("policy", "scheduling_policy_revision_number")
 
     def spec(self) -> dict:
         return {"description": self.description, "config": self.config}
@@ -177,34 +173,22 @@ class SpecRevision(Revision):
 class NodeSchedulerConfigRevision(SpecRevision):
     template = models.ForeignKey(NodeSchedulerConfig, on_delete=models.CASCADE, related_name="revisions")
 
-    class Meta:
-        ordering = ["template", "-number"]
-        constraints = [models.UniqueConstraint(fields=["template", "number"], name="scheduling_nsc_revision_number")]
-
-    def __str__(self) -> str:
-        return f"{self.template} r{self.number}"
+    owner_field = "template"
+    Meta = revision_meta("template", "scheduling_nsc_revision_number")
 
 
 class PodSchedulerConfigRevision(SpecRevision):
     template = models.ForeignKey(PodSchedulerConfig, on_delete=models.CASCADE, related_name="revisions")
 
-    class Meta:
-        ordering = ["template", "-number"]
-        constraints = [models.UniqueConstraint(fields=["template", "number"], name="scheduling_psc_revision_number")]
-
-    def __str__(self) -> str:
-        return f"{self.template} r{self.number}"
+    owner_field = "template"
+    Meta = revision_meta("template", "scheduling_psc_revision_number")
 
 
 class SchedulerConfigBindingRevision(SpecRevision):
     binding = models.ForeignKey(SchedulerConfigBinding, on_delete=models.CASCADE, related_name="revisions")
 
-    class Meta:
-        ordering = ["binding", "-number"]
-        constraints = [models.UniqueConstraint(fields=["binding", "number"], name="scheduling_scb_revision_number")]
-
-    def __str__(self) -> str:
-        return f"{self.binding} r{self.number}"
+    owner_field = "binding"
+    Meta = revision_meta("binding", "scheduling_scb_revision_number")
 
 
 class SchedulingConfigVersion(models.Model):
