@@ -6,9 +6,7 @@ charts."""
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand
-
-from core.context import acting_as
+from core.management.demo import DemoSeedCommand
 from federation import services
 from federation.models import FederatedObject, OverridePolicy, PropagationPolicy
 from federation.reconcile import reconcile_object
@@ -57,35 +55,36 @@ CONFIG = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "storefr
           "data": {"CACHE_TTL": "30s", "FEATURE_FLAGS": "search-v2"}}
 
 
-class Command(BaseCommand):
+class Command(DemoSeedCommand):
     help = "Create demo propagation/override policies and a federated storefront Deployment unless objects exist."
 
+    demo, seeded = "federation demo", "federated objects or policies"
+
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--if-empty", action="store_true", help="do nothing when any federated object exists")
+        super().add_arguments(parser)
         parser.add_argument("--history-days", type=int, default=28,
                             help="days of simulated water-level history to write (0: none)")
 
-    def handle(self, *args, **options) -> None:
-        if options["if_empty"] and (FederatedObject.objects.exists() or PropagationPolicy.objects.exists()):
-            self.stdout.write("federation demo: objects already exist; nothing to seed")
-            return
-        with acting_as("system:seed-demo"):
-            for name, spec in POLICIES.items():
-                services.save_policy(PropagationPolicy, namespace="", name=name, spec=spec,
-                                     description="Demo policy seeded by make run")
-            for name, spec in OVERRIDES.items():
-                services.save_policy(OverridePolicy, namespace="", name=name, spec=spec, description="Demo override policy")
-            config, _ = services.submit(CONFIG)
-            web, _ = services.submit(storefront(), propagation_policy="spread-by-water-level",
-                                     override_policy="region-tuning", change_cause="demo seed")
-            shop, _ = services.submit(checkout(), propagation_policy="three-clusters", change_cause="demo seed")
-            for fed in (web, config, shop):
-                reconcile_object(fed.pk)
-            if options["history_days"]:
-                counts = simulate_history(days=options["history_days"])
-                self.stdout.write(f"federation demo: {options['history_days']} days of water-level history "
-                                  f"({counts['hourly']} hourly, {counts['daily']} daily, {counts['raw']} raw points)")
-            record_samples()
+    def already_seeded(self) -> bool:
+        return FederatedObject.objects.exists() or PropagationPolicy.objects.exists()
+
+    def seed(self, **options) -> None:
+        for name, spec in POLICIES.items():
+            services.save_policy(PropagationPolicy, namespace="", name=name, spec=spec,
+                                 description="Demo policy seeded by make run")
+        for name, spec in OVERRIDES.items():
+            services.save_policy(OverridePolicy, namespace="", name=name, spec=spec, description="Demo override policy")
+        config, _ = services.submit(CONFIG)
+        web, _ = services.submit(storefront(), propagation_policy="spread-by-water-level",
+                                 override_policy="region-tuning", change_cause="demo seed")
+        shop, _ = services.submit(checkout(), propagation_policy="three-clusters", change_cause="demo seed")
+        for fed in (web, config, shop):
+            reconcile_object(fed.pk)
+        if options["history_days"]:
+            counts = simulate_history(days=options["history_days"])
+            self.stdout.write(f"federation demo: {options['history_days']} days of water-level history "
+                              f"({counts['hourly']} hourly, {counts['daily']} daily, {counts['raw']} raw points)")
+        record_samples()
         web.refresh_from_db()
         shop.refresh_from_db()
         self.stdout.write(f"federation demo: storefront placed {web.placement} ({web.phase}), "

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from django.core.management.base import BaseCommand
-
-from core.context import acting_as
+from core.management.demo import DemoSeedCommand
 from nodeconfig.models import ConfigTarget
 from nodeconfig.services import import_manifests
 
@@ -16,16 +14,14 @@ from nodeconfig.services import import_manifests
 DEMO_TARGETS = Path(__file__).resolve().parents[2] / "examples" / "demo-targets.yaml"
 
 
-class Command(BaseCommand):
+class Command(DemoSeedCommand):
     help = "Import the demo's machine-type target (hybrid-for-disk-hdd on models A1-A3) unless targets exist."
 
-    def add_arguments(self, parser) -> None:
-        parser.add_argument("--if-empty", action="store_true", help="do nothing when any target exists")
+    demo, seeded = "node config demo", "targets"
 
-    def handle(self, *args, **options) -> None:
-        if options["if_empty"] and ConfigTarget.objects.exists():
-            self.stdout.write("node config demo: targets already exist; nothing to seed")
-            return
-        with acting_as("system:seed-demo"):
-            results = import_manifests(DEMO_TARGETS.read_text(), reason="demo: upstream machine-type example on models A1-A3")
+    def already_seeded(self) -> bool:
+        return ConfigTarget.objects.exists()
+
+    def seed(self, **options) -> None:
+        results = import_manifests(DEMO_TARGETS.read_text(), reason="demo: upstream machine-type example on models A1-A3")
         self.stdout.write(f"node config demo: {', '.join(t.name for t, _ in results)} imported")

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import math
 
-from django.core.management.base import BaseCommand
-
-from core.context import acting_as
+from core.management.demo import DemoSeedCommand
 from fleet.models import Node
 from fleet.simulator import QUOTA_GROUPS
 from kube.quantity import Quantity
@@ -29,32 +27,30 @@ HEADROOM = 1.5
 SIZED_FOR_NODES = 2000
 
 
-class Command(BaseCommand):
+class Command(DemoSeedCommand):
     help = ("Create the demo quota tree (vision → detection/segmentation/ocr, search-core, ads-serving, recsys-online) "
             "unless groups exist.")
 
-    def add_arguments(self, parser) -> None:
-        parser.add_argument("--if-empty", action="store_true", help="do nothing when any quota group exists")
+    demo, seeded = "quota demo", "groups"
 
-    def handle(self, *args, **options) -> None:
-        if options["if_empty"] and QuotaGroup.objects.exists():
-            self.stdout.write("quota demo: groups already exist; nothing to seed")
-            return
+    def already_seeded(self) -> bool:
+        return QuotaGroup.objects.exists()
+
+    def seed(self, **options) -> None:
         assert set(QUOTA_GROUPS) <= set(TREE), "every group the simulated workloads name exists"
         nodes = Node.objects.count()
         scale = 1 if nodes <= SIZED_FOR_NODES else math.ceil(2 * nodes / SIZED_FOR_NODES)
-        with acting_as("system:seed-demo"):
-            for name, parent in TREE.items():
-                hard = dict(ROOMY, **{k: v for k, v in EXTRA.get(name, {}).items() if k.startswith("cash/") or k == A100})
-                if parent == "vision":
-                    hard = {k: _times(v, 1 / 4) for k, v in ROOMY.items()}
-                    hard["cash/requests.nvidia.com/gpu"] = "1000"
-                    hard[A100] = "128"
-                hard = {k: _times(v, scale) for k, v in hard.items()}
-                services.create_group(name=name, parent=parent, hard=hard, description=f"demo business group {name}",
-                                      reason="demo seed")
-            resync_all()
-            self._fit(reason="demo seed: sized to what the fleet runs")
+        for name, parent in TREE.items():
+            hard = dict(ROOMY, **{k: v for k, v in EXTRA.get(name, {}).items() if k.startswith("cash/") or k == A100})
+            if parent == "vision":
+                hard = {k: _times(v, 1 / 4) for k, v in ROOMY.items()}
+                hard["cash/requests.nvidia.com/gpu"] = "1000"
+                hard[A100] = "128"
+            hard = {k: _times(v, scale) for k, v in hard.items()}
+            services.create_group(name=name, parent=parent, hard=hard, description=f"demo business group {name}",
+                                  reason="demo seed")
+        resync_all()
+        self._fit(reason="demo seed: sized to what the fleet runs")
         self.stdout.write(f"quota demo: {len(TREE)} groups sized to the demo fleet's usage")
 
     def _fit(self, *, reason: str) -> None:

@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 import time
 
-from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from core.context import acting_as
+from core.management.demo import DemoSeedCommand
 from fleet.models import Cluster, Node
 from fleet.services import connector_for
 from scheduling.cpu import allocation, delivery, reconcile, store
@@ -39,23 +38,21 @@ INSTANCES = (
 )
 
 
-class Command(BaseCommand):
+class Command(DemoSeedCommand):
     help = "Seed CPU topologies for the demo fleet's nodes and the seed's exclusive/shared example host."
 
-    def add_arguments(self, parser) -> None:
-        parser.add_argument("--if-empty", action="store_true", help="do nothing when node CPU states already exist")
+    demo, seeded = "CPU co-location demo", "node CPU states"
 
-    def handle(self, *args, **options) -> None:
-        if options["if_empty"] and NodeCPU.objects.exists():
-            self.stdout.write("CPU co-location demo: node CPU states already exist; nothing to seed")
-            return
+    def already_seeded(self) -> bool:
+        return NodeCPU.objects.exists()
+
+    def seed(self, **options) -> None:
         if not Cluster.objects.exists():
             self.stdout.write("CPU co-location demo: no clusters; run seed_demo first")
             return
         started = time.perf_counter()
-        with acting_as("system:seed-demo"):
-            created = self._topologies()
-            host = self._example()
+        created = self._topologies()
+        host = self._example()
         self.stdout.write(f"CPU co-location demo: {created} node topologies, example host {host} "
                           f"in {time.perf_counter() - started:.1f}s")
 
