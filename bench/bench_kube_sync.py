@@ -97,11 +97,12 @@ def main() -> None:
         print(f"cluster: {args.nodes:,} nodes, {args.nodes:,} pods; database: {connection.vendor}")
         print(f"first sync (lists):                 {first:7.2f} s   {first_requests} requests")
 
-        api.put("v1/nodes", node(7, pool="b"))
+        changed = min(7, args.nodes - 1)
+        api.put("v1/nodes", node(changed, pool="b"))
         changed_at = time.perf_counter()
         synced(informers=informers)
         visible = time.perf_counter() - changed_at
-        assert Node.objects.get(cluster=cluster, name="n00007").labels["pool"] == "b"
+        assert Node.objects.get(cluster=cluster, name=f"n{changed:05d}").labels["pool"] == "b"
         print(f"label change visible after:         {visible:7.2f} s   (the next sync; it runs every {CADENCE_SECONDS} s)")
 
         quiet, quiet_requests, _ = synced(informers=informers)
@@ -140,8 +141,9 @@ def watched(nodes: int, quiet_seconds: float) -> None:
         assert sync_cluster_task("watched")["ok"], "the periodic sync lists and starts the watcher"
         latencies = []
         for round_ in range(5):
-            name, pool = f"n{round_ * 101:05d}", f"w{round_}"
-            api.put("v1/nodes", node(round_ * 101, pool=pool))
+            index, pool = round_ * 101 % nodes, f"w{round_}"  # nodes spread over the cluster, any size
+            name = f"n{index:05d}"
+            api.put("v1/nodes", node(index, pool=pool))
             changed_at = time.perf_counter()
             while Node.objects.get(cluster=cluster, name=name).labels["pool"] != pool:
                 time.sleep(0.01)

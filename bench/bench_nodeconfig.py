@@ -74,7 +74,7 @@ def bench_matching(nodes: int, targets_count: int) -> None:
     indexed = time.perf_counter() - started
     matched = sum(1 for m in outcome if m.matched is not None)
     refs = [t.ref for t in targets]
-    sample = 1000
+    sample = min(1000, nodes)
     started = time.perf_counter()
     for i in range(sample):
         match_target(f"node-{i:06d}", labels[i] | {"cluster": "c1"}, refs)
