@@ -33,7 +33,7 @@ from .types import ClusterInfo, UnitError
 
 __all__ = ["Term", "compile_preferred", "expressions_selector", "match_terms", "matches_terms", "preference_selector"]
 
-R = TypeVar("R", Requirement, FieldRequirement)
+_R = TypeVar("_R", Requirement, FieldRequirement)
 
 
 def _quoted(value: Any) -> str:
@@ -45,7 +45,7 @@ def _requirement(expr: Any) -> Requirement:
     return _parsed(expr, node_selector_requirement, fields=False)
 
 
-def _parsed(expr: Any, parse: Callable[[Any], tuple[R | None, list[FieldError]]], fields: bool) -> R:
+def _parsed(expr: Any, parse: Callable[[Any], tuple[_R | None, list[FieldError]]], fields: bool) -> _R:
     """``parse`` one match expression (or field); a broken one raises KubeAdmiral's words for its first error."""
     noun, selector = ("field", "cluster field selector") if fields else ("expression", "cluster selector")
     if not isinstance(expr, Mapping):
