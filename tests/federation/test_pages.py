@@ -29,6 +29,7 @@ from federation.models import (
 from federation.reconcile import reconcile_object
 from federation.water import record_samples
 from fleet.models import Cluster
+from tests.pages import html
 
 from .conftest import deployment
 
@@ -41,10 +42,6 @@ INDEX, NEW, POLICIES, WATER, WATER_JSON, WHAT_IF = (
 
 def detail(fed) -> str:
     return f"/federation/objects/{fed.pk}/"
-
-
-def html(response) -> str:
-    return response.content.decode()
 
 
 def messages_of(response) -> list[str]:

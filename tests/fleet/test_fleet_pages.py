@@ -1,6 +1,7 @@
 import pytest
 
 from fleet.models import Cluster, Node
+from tests.pages import html
 
 pytestmark = pytest.mark.django_db
 
@@ -24,10 +25,6 @@ def cluster(db):
 def viewer_client(client, viewer):
     client.force_login(viewer)
     return client
-
-
-def html(response) -> str:
-    return response.content.decode()
 
 
 def test_cluster_list_shows_water_levels(viewer_client, cluster):

@@ -17,6 +17,7 @@ from fleet.models import Cluster
 from kube.admission import parse_admission_review
 from quotas import services
 from quotas.models import CashSample, QuotaCharge, QuotaGroup
+from tests.pages import html
 
 from .conftest import deployment, review
 
@@ -31,10 +32,6 @@ def detail(name: str) -> str:
 
 def group(name: str) -> QuotaGroup:
     return QuotaGroup.objects.get(name=name)
-
-
-def html(response) -> str:
-    return response.content.decode()
 
 
 def errors(response, form: str = "form") -> dict[str, list[str]]:

@@ -12,14 +12,11 @@ from core.context import acting_as
 from fleet.models import Cluster, Node
 from scheduling import services
 from scheduling.models import NodeSchedulerConfig, SchedulerConfigBinding, SchedulingPolicy
+from tests.pages import html
 
 from .conftest import SEED_NSC_YAML
 
 INDEX = "/scheduling/"
-
-
-def html(response) -> str:
-    return response.content.decode()
 
 
 def login(client, user):
