@@ -36,3 +36,24 @@ def test_every_name_a_benchmark_imports_exists(script, monkeypatch):
         if not hasattr(module, name) and importlib.util.find_spec(f"{module_name}.{name}") is None:
             missing.append(f"line {line}: {module_name}.{name}")
     assert not missing, f"{script.name} imports what does not exist: {missing}"
+
+
+def _bench(name: str, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    return importlib.import_module(name)
+
+
+def test_the_node_config_bench_matches_fewer_nodes_than_its_sample(monkeypatch, capsys):
+    """It timed the unindexed matcher on 1,000 nodes whatever ``--nodes`` said (IndexError below)."""
+    bench = _bench("bench_nodeconfig", monkeypatch)
+    bench.bench_matching(300, 40)
+    out = capsys.readouterr().out
+    assert "full matching: 300 nodes × 40 targets" in out and "extrapolated from 300" in out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_kube_sync_bench_watches_a_cluster_smaller_than_its_changes(monkeypatch, capsys):
+    """It changed nodes n00000..n00404 whatever ``--nodes`` said (DoesNotExist below 405)."""
+    bench = _bench("bench_kube_sync", monkeypatch)
+    bench.watched(30, 0.1)
+    assert "watched: label change visible after" in capsys.readouterr().out
