@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kube.field import json_type
+
 __all__ = [
     "ADMISSION_V1",
     "ADMISSION_V1BETA1",
@@ -96,20 +98,7 @@ def _group_version(gv: Mapping[str, str]) -> str:
 
 
 def _type_name(value: object) -> str:
-    """JSON's name for a decoded value, so messages speak the wire format, not Python."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, Mapping):
-        return "object"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    return type(value).__name__
+    return json_type(value) or type(value).__name__
 
 
 def _reject_constant(name: str) -> None:

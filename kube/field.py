@@ -9,7 +9,8 @@ arguments) or turn them into their own wording (the federation scheduler's unit 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ __all__ = [
     "go_quote",
     "go_value",
     "index",
+    "json_type",
 ]
 
 #: ``field.ErrorType`` names, as :attr:`FieldError.type` holds them.
@@ -88,6 +90,25 @@ def go_value(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[]string{" + ", ".join(go_value(v) for v in value) + "}"
     return str(value)
+
+
+def json_type(value: Any) -> str | None:
+    """The JSON type of a decoded value (``null``, ``boolean``, ``number``, ``string``, ``object``,
+    ``array``), so a message names what the client sent, not Python's type; ``None`` for what JSON
+    cannot hold (NaN and the infinities among them). Each caller words it in its own tongue."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or isinstance(value, float) and math.isfinite(value):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "object"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    return None
 
 
 _BODIES = {REQUIRED: "Required value", FORBIDDEN: "Forbidden"}

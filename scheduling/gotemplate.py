@@ -40,6 +40,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kube.field import json_type
+
 __all__ = [
     "Field",
     "Template",
@@ -169,17 +171,13 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
+#: The Go type ``encoding/json`` decodes each JSON type to.
+_GO_TYPES = {"boolean": "bool", "number": "float64", "string": "string", "array": "[]interface {}"}
+
+
 def _go_type(value: Any) -> str:
-    """The Go type ``encoding/json`` decodes ``value`` to, for "can't evaluate field" messages."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "float64"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, Sequence):
-        return "[]interface {}"
-    return type(value).__name__
+    """The Go type of ``value`` as decoded, for "can't evaluate field" messages."""
+    return _GO_TYPES.get(json_type(value) or "") or type(value).__name__
 
 
 # ---------------------------------------------------------------------------------- lexing

@@ -79,6 +79,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kube.field import json_type
 from kube.labels import SelectorError, dns1123_label_errors, dns1123_subdomain_errors, selector_from_label_selector
 
 from . import gotemplate
@@ -391,14 +392,13 @@ def _is_scalar(value: Any) -> bool:
     return isinstance(value, (str, int, bool))
 
 
+#: How an argument's message names a JSON type ("must be ..., not an array").
+_WITH_ARTICLE = {"null": "null", "boolean": "a boolean", "number": "a number", "string": "a string",
+                 "object": "an object", "array": "an array"}
+
+
 def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, (list, tuple)):
-        return "an array"
-    return type(value).__name__
+    return _WITH_ARTICLE.get(json_type(value) or "") or type(value).__name__
 
 
 def _args_problems(args: Any, field_path: str) -> list[Problem]:

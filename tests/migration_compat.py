@@ -291,30 +291,8 @@ class Checker:
         elif isinstance(op, POSTGRES_ONLY) or type(op) is pg_ops.AddIndexConcurrently:
             self.refuse(op, "postgres-only", f"{type(op).__name__} fails on SQLite, where Meridian also runs"
                         + (": use core.migration_ops.AddIndexConcurrently" if isinstance(op, ops.AddIndex) else ""))
-        elif isinstance(op, ops.AddIndex):
-            self.add_index(op, before)
-        elif isinstance(op, HARMLESS):
-            pass
-        elif isinstance(op, ops.AddField):
-            self.add_field(op, before)
-        elif isinstance(op, ops.AlterField):
-            self.alter_field(op, before, after)
-        elif isinstance(op, ops.RemoveField):
-            self.remove_field(op, before)
-        elif isinstance(op, ops.RenameField):
-            self.rename_field(op, before, after)
-        elif isinstance(op, ops.DeleteModel):
-            self.delete_model(op, before)
-        elif isinstance(op, (ops.RenameModel, ops.AlterModelTable)):
-            self.rename_table(op, before, after)
-        elif isinstance(op, ops.AddConstraint):
-            self.add_constraint(op, before)
-        elif isinstance(op, ops.AlterUniqueTogether):
-            self.alter_unique_together(op, before, after)
-        elif isinstance(op, ops.AlterOrderWithRespectTo):
-            self.alter_order(op, before, after)
-        elif isinstance(op, (ops.RunPython, ops.RunSQL)):
-            self.code_step(op)
+        elif rule := next((rule for kinds, rule in self.RULES if isinstance(op, kinds)), None):
+            rule(self, op, before, after)
         else:
             self.refuse(op, "unknown-operation", f"no rule for {type(op).__name__}: decide whether it is an expand "
                         "step and teach tests/migration_compat.py")
@@ -333,7 +311,7 @@ class Checker:
                                 "database default while the models drop it, so this release's own INSERTs fail: make "
                                 "it nullable or give it a db_default in database_operations")
 
-    def add_index(self, op: ops.AddIndex, before: ProjectState) -> None:
+    def add_index(self, op: ops.AddIndex, before: ProjectState, after: ProjectState) -> None:
         if is_concurrent(op):
             if self.migration.atomic:
                 self.refuse(op, "concurrent-in-transaction", "an index is built concurrently only outside a "
@@ -343,7 +321,7 @@ class Checker:
         if self.large(table):
             self.long_lock(op, table, "CREATE INDEX (use core.migration_ops.AddIndexConcurrently)")
 
-    def add_field(self, op: ops.AddField, before: ProjectState) -> None:
+    def add_field(self, op: ops.AddField, before: ProjectState, after: ProjectState) -> None:
         table = self.old_table(before, op.model_name)
         field = op.field
         if table is None or field.many_to_many:
@@ -374,7 +352,7 @@ class Checker:
             if rewrites(old, new):
                 self.long_lock(op, table, "a type change or NOT NULL")
 
-    def remove_field(self, op: ops.RemoveField, before: ProjectState) -> None:
+    def remove_field(self, op: ops.RemoveField, before: ProjectState, after: ProjectState) -> None:
         table = table_of(before, self.app_label, op.model_name)
         field = before.models[self.app_label, op.model_name_lower].fields[op.name]
         if field.many_to_many:
@@ -396,7 +374,7 @@ class Checker:
             self.still_used(op, f"renames column {table}.{old_column} to {new_column}")
         self.contract(op, f"renames a column of {table}")
 
-    def delete_model(self, op: ops.DeleteModel, before: ProjectState) -> None:
+    def delete_model(self, op: ops.DeleteModel, before: ProjectState, after: ProjectState) -> None:
         table = table_of(before, self.app_label, op.name)
         if table in self.baseline:
             self.still_used(op, f"drops table {table}")
@@ -412,7 +390,7 @@ class Checker:
             self.still_used(op, f"renames table {old_table} to {new_table}")
         self.contract(op, f"renames table {old_table}")
 
-    def add_constraint(self, op: ops.AddConstraint, before: ProjectState) -> None:
+    def add_constraint(self, op: ops.AddConstraint, before: ProjectState, after: ProjectState) -> None:
         table = self.old_table(before, op.model_name)
         if table is None:
             return
@@ -441,12 +419,31 @@ class Checker:
             self.still_used(op, f"drops column {table}._order")
             self.contract(op, f"drops {table}._order")
 
-    def code_step(self, op: ops.RunPython | ops.RunSQL) -> None:
+    def code_step(self, op: ops.RunPython | ops.RunSQL, before: ProjectState, after: ProjectState) -> None:
         if not op.reversible:
             self.refuse(op, "code-step", "irreversible: give it reverse code (RunPython.noop when nothing is to undo)")
         if not {"DATA_STEP", "CONTRACT"} & self.markers.keys():
             self.refuse(op, "code-step", "runs while N−1 writes: mark the migration DATA_STEP = \"what N−1 "
                         "writes meanwhile and why that is fine\" (or CONTRACT)")
+
+    def harmless(self, op: ops.base.Operation, before: ProjectState, after: ProjectState) -> None:
+        """Nothing N−1 notices: a new table, an index or constraint dropped or renamed."""
+
+    #: Which rule checks an operation: the first whose kinds it is an instance of.
+    RULES: tuple[tuple[type | tuple[type, ...], Callable[..., None]], ...] = (
+        (ops.AddIndex, add_index),
+        (HARMLESS, harmless),
+        (ops.AddField, add_field),
+        (ops.AlterField, alter_field),
+        (ops.RemoveField, remove_field),
+        (ops.RenameField, rename_field),
+        (ops.DeleteModel, delete_model),
+        ((ops.RenameModel, ops.AlterModelTable), rename_table),
+        (ops.AddConstraint, add_constraint),
+        (ops.AlterUniqueTogether, alter_unique_together),
+        (ops.AlterOrderWithRespectTo, alter_order),
+        ((ops.RunPython, ops.RunSQL), code_step),
+    )
 
 
 def check_migration(migration: Migration, state: ProjectState, baseline: ProjectState,
