@@ -237,46 +237,34 @@ def _cpu_memory_fast_path(resources: Sequence[ResourceSpec], pod_requests: Seque
     if score.kind == "balanced" and use_requested:
         return _fast_balanced(pc, pm)
     if score.kind in ("least", "most") and not use_requested and wc > 0 and wm > 0:
-        return _fast_least(wc, wm, pc, pm) if score.kind == "least" else _fast_most(wc, wm, pc, pm)
+        return _fast_allocated(wc, wm, pc, pm, least=score.kind == "least")
     return None
 
 
-def _fast_least(wc: int, wm: int, pc: int, pm: int) -> Scorer:
+def _fast_allocated(wc: int, wm: int, pc: int, pm: int, *, least: bool) -> Scorer:
+    """LeastAllocated (a resource scores its free share) or MostAllocated (its used share, at
+    most all of it): a requested amount over capacity has no free share, and the used share is
+    never negative, so a share that is not positive adds nothing in either."""
     def one(node: NodeInfo) -> int:
         total = weight = 0
         ac = node.alloc_cpu
         if ac:
             rc = node.nz_cpu + pc
-            if rc <= ac:
-                total += (ac - rc) * MAX_NODE_SCORE // ac * wc
+            share = ac - rc if least else (rc if rc < ac else ac)
+            if share > 0:
+                total += share * MAX_NODE_SCORE // ac * wc
             weight = wc
         am = node.alloc_mem
         if am:
             rm = node.nz_mem + pm
-            if rm <= am:
-                total += (am - rm) * MAX_NODE_SCORE // am * wm
+            share = am - rm if least else (rm if rm < am else am)
+            if share > 0:
+                total += share * MAX_NODE_SCORE // am * wm
             weight += wm
         return total // weight if weight else 0
 
-    one.least_allocated = (wc, wm, pc, pm)  # type: ignore[attr-defined]  # what ``fused_value`` inlines
-    return per_node(one)
-
-
-def _fast_most(wc: int, wm: int, pc: int, pm: int) -> Scorer:
-    def one(node: NodeInfo) -> int:
-        total = weight = 0
-        ac = node.alloc_cpu
-        if ac:
-            rc = node.nz_cpu + pc
-            total += min(rc, ac) * MAX_NODE_SCORE // ac * wc
-            weight = wc
-        am = node.alloc_mem
-        if am:
-            rm = node.nz_mem + pm
-            total += min(rm, am) * MAX_NODE_SCORE // am * wm
-            weight += wm
-        return total // weight if weight else 0
-
+    if least:
+        one.least_allocated = (wc, wm, pc, pm)  # type: ignore[attr-defined]  # what ``fused_value`` inlines
     return per_node(one)
 
 
@@ -302,7 +290,7 @@ def fused_value(check: Any, scores: Sequence[tuple[Any, int]], infeasible: int) 
     """The default policy's per-node work in one function: the cpu/memory fit check, then
     ``least_weight * LeastAllocated + balanced_weight * BalancedAllocation``, or ``infeasible``.
 
-    Same arithmetic as ``fit_check`` (its common case), ``_fast_least`` and ``_fast_balanced``,
+    Same arithmetic as ``fit_check`` (its common case), ``_fast_allocated`` and ``_fast_balanced``,
     inlined: the placement engine calls this once per node and pod shape, which at fleet scale
     is most of its time. None unless the check and the two per-node scores are exactly those.
     """
