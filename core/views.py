@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.contrib.auth.mixins import AccessMixin
@@ -225,6 +227,23 @@ def _error_answer(request, status: int, code: str, detail: str) -> HttpResponse:
     return HttpResponse(_error_page(request, status, detail), status=status)
 
 
+@contextmanager
+def _connection_given_back() -> Iterator[None]:
+    """A database connection the error page opens (the layout reads the user and their role) is
+    closed once the page is drawn. Under ASGI, Django draws the page for an exception a view
+    raised on a thread of the event loop's executor (``response_for_exception``, not
+    thread-sensitive), a thread no request ends: the connection stayed checked out of the pool
+    for good there, one per executor thread. One the request had open already is left to it."""
+    from django.db import connection
+
+    opened_here = connection.connection is None
+    try:
+        yield
+    finally:
+        if opened_here:
+            connection.close()
+
+
 def _error_page(request, status: int, detail: str, *, layout: bool = True) -> str:
     """An error page inside the console's layout (navigation, language switch, theme), or a
     plain one when the layout cannot be drawn: it needs the user and the session, and the
@@ -235,7 +254,8 @@ def _error_page(request, status: int, detail: str, *, layout: bool = True) -> st
     context = {"status": status, "detail": detail}
     try:
         if layout:
-            return loader.render_to_string("error.html", context, request=request)
+            with _connection_given_back():
+                return loader.render_to_string("error.html", context, request=request)
     except Exception:  # noqa: BLE001 - see the docstring
         pass
     try:

@@ -7,6 +7,8 @@ import pytest
 from django.db import connection
 from django.test import Client
 
+from tests.servers import asgi_server  # noqa: F401  (fixture)
+
 pytestmark = pytest.mark.django_db
 
 #: ISO 8601 as django-filter accepts it, with a UTC offset Python allows (< 24 h) and
@@ -61,3 +63,36 @@ def test_a_forbidden_page_is_styled(nobody):
     page = logged_in(nobody).get("/audit/")
     assert page.status_code == 403 and "You do not have permission to do this." in page.content.decode()
     assert 'href="/static/' in page.content.decode() or "meridian.css" in page.content.decode()
+
+
+def _connections_held_off_this_thread() -> list[str]:
+    """The threads (other than this one) whose database connection is open."""
+    import gc
+    import threading
+
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    return [names.get(wrapper._thread_ident, "a finished thread") for wrapper in gc.get_objects()
+            if issubclass(type(wrapper), BaseDatabaseWrapper) and wrapper.connection is not None
+            and wrapper._thread_ident != threading.get_ident()]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_error_page_served_over_asgi_gives_back_the_connection_it_opened(asgi_server, viewer):  # noqa: F811
+    """Under ASGI, Django draws the error page of an exception a view raised on a thread of the
+    event loop's executor (``response_for_exception``, not thread-sensitive), a thread no request
+    ends. The page's layout reads the user's role there: the connection it opened stayed checked
+    out for good, one per executor thread, until the pool ran dry."""
+    import time
+
+    import httpx
+
+    cookies = {"sessionid": logged_in(viewer).cookies["sessionid"].value}
+    for _ in range(3):
+        page = httpx.get(f"{asgi_server}/fleet/clusters/no-such-cluster/", cookies=cookies, timeout=10)
+        assert page.status_code == 404 and 'aria-label="Main"' in page.text, "drawn inside the layout, as the user"
+    deadline = time.monotonic() + 5
+    while (held := _connections_held_off_this_thread()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert held == []
