@@ -16,7 +16,6 @@ decision and the answers for a batch that failed as a whole.
 from __future__ import annotations
 
 import asyncio
-import gc
 import threading
 import time
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ import orjson
 from django.db import DatabaseError, connection, connections
 
 from .metrics import count_webhook_answers, observe_request
+from .worker_signals import freeze_startup_heap
 
 MAX_BATCH = 64
 Answer = tuple[int, dict[str, Any]]
@@ -113,12 +113,12 @@ class BatchingWebhook:
     def _start_pool(self) -> ThreadPoolExecutor:
         """The threads, and the process made fit for a latency goal of milliseconds.
 
-        ``gc.freeze()`` moves everything alive once Django has started (hundreds of thousands
-        of objects) out of the collector's reach: a full collection otherwise walks all of
-        them and stops every thread for ~100 ms, a webhook's whole p99 budget several times
-        over. The objects stay alive anyway; only garbage made later is collected.
+        ``freeze_startup_heap`` moves everything alive once Django has started (hundreds of
+        thousands of objects) out of the collector's reach: a full collection otherwise walks
+        all of them and stops every thread for ~100 ms, a webhook's whole p99 budget several
+        times over. The objects stay alive anyway; garbage made later is collected as before.
         """
-        gc.freeze()
+        freeze_startup_heap()
         return ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix=self.thread_name)
 
     def _decide_on_pool_thread(self, calls: list[tuple[str, bytes]]) -> list[Answer]:

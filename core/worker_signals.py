@@ -104,7 +104,10 @@ def freeze_startup_heap() -> None:
     documentation advises for forked workers. Without it each full collection walks that heap
     again: a quarter of an inventory sync's CPU went there (``bench/bench_fleet.py``: 401 ms a
     cluster, 297 ms frozen). Objects made later are collected as before; what is frozen is still
-    freed by reference counting, only cycles among it would stay."""
+    freed by reference counting, only cycles among it would stay. So garbage is collected first:
+    a cycle frozen would never be freed, and a finished thread's database connection in one kept
+    its PostgreSQL session and its pool slot for good."""
+    gc.collect()
     gc.freeze()
 
 

@@ -5,18 +5,16 @@ from __future__ import annotations
 import time
 
 import pytest
+from django.conf import settings
 from hypothesis import given
 from hypothesis import strategies as st
-from celery.contrib.testing.worker import start_worker
-from django.conf import settings
 
-from config.celery import app
 from core.jobs import enqueue
 from core.models import Job
-from tests.workers import wait_for_job
 from core.redis import get_redis
 from core.sharding import all_shard_queues, parse_shard_spec, shard_for, shard_queue, sharded_task
 from kube.hashing import fnv32a, stable_hash
+from tests.workers import solo_worker, wait_for_job
 
 
 @sharded_task(shard_key=lambda key, payload=None: f"cluster/{key}", name="tests.where_am_i")
@@ -83,7 +81,7 @@ def test_a_task_routed_by_key_lands_on_the_queue_its_hash_names():
 def test_a_worker_owning_one_shard_runs_that_shards_tasks():
     key = "sh-1"
     queue = shard_queue(f"cluster/{key}")
-    with start_worker(app, queues=[queue], perform_ping_check=False, pool="solo", shutdown_timeout=10):
+    with solo_worker([queue]):
         result = where_am_i.delay(key, payload="ran")
         job = wait_for_job(result.id)
     assert job.status == Job.Status.SUCCEEDED and job.task_name == "tests.where_am_i"
@@ -96,7 +94,7 @@ def test_a_job_enqueued_with_extra_arguments_routes_by_its_key_and_runs():
     Job row records the task's result (the old shard router broke on arguments it did not take)."""
     key = "sh-2"
     queue = shard_queue(f"cluster/{key}")
-    with start_worker(app, queues=[queue], perform_ping_check=False, pool="solo", shutdown_timeout=10):
+    with solo_worker([queue]):
         job = enqueue("tests.where_am_i", key, payload="outbox")  # outside a transaction: sent at once
         job = wait_for_job(job.task_id)
     assert job.status == Job.Status.SUCCEEDED and job.result["queue"] == queue and job.attempts == 1
@@ -123,7 +121,7 @@ def test_a_canceled_job_never_runs_when_its_message_is_delivered():
     job = enqueue("tests.where_am_i", key, payload="canceled")  # outside a transaction: sent at once
     cancel_job(job)
     redis = get_redis()
-    with start_worker(app, queues=[queue], perform_ping_check=False, pool="solo", shutdown_timeout=10):
+    with solo_worker([queue]):
         deadline = time.monotonic() + 20
         while redis.llen(queue) and time.monotonic() < deadline:
             time.sleep(0.05)

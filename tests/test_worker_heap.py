@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import threading
 import weakref
 
+import pytest
+
 from core import worker_signals
+from core.fastpath import BatchingWebhook
 from core.worker_signals import collector_paused
 from tests.threads import held_in_a_thread
 
@@ -84,3 +88,62 @@ def test_overlapping_pauses_without_end_still_collect_cycles(monkeypatch):
             pass
         assert alive() is None, "a pause that left collected, though another still holds"
     assert gc.isenabled()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_in_the_test_process_hands_its_frozen_heap_back():
+    """The suites' in-process worker (the solo pool) sends ``worker_process_init`` here, which
+    froze this process's heap. A thread that had a database connection then, and finished while
+    the worker ran, left its connection in a frozen cycle that was never freed: its PostgreSQL
+    session outlived the suite ("test_test is being accessed by 2 other sessions")."""
+    from django.db import connections
+
+    from fleet.models import Cluster
+    from tests.workers import shard_worker
+
+    opened, finish = threading.Event(), threading.Event()
+    held: list[weakref.ref] = []
+
+    def a_thread_with_a_connection() -> None:
+        Cluster.objects.exists()
+        held.append(weakref.ref(connections["default"]))
+        opened.set()
+        finish.wait(30)  # ends without closing its connection, as a request's thread may
+
+    thread = threading.Thread(target=a_thread_with_a_connection)
+    thread.start()
+    assert opened.wait(30)
+    with shard_worker("heap-hand-back"):
+        assert gc.get_freeze_count() > 0, "the solo pool froze the heap, as a pool process does"
+        finish.set()
+        thread.join(30)
+    gc.collect()
+    assert gc.get_freeze_count() == 0
+    assert held[0]() is None, "the finished thread's connection is freed"
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.mark.parametrize("freeze", [
+    worker_signals.freeze_startup_heap,
+    lambda: BatchingWebhook(app=None)._start_pool().shutdown(),  # a web process's first webhook batch
+], ids=["pool process", "webhook fast path"])
+def test_freezing_the_heap_keeps_no_garbage(freeze):
+    """Garbage alive when the heap is frozen is collected, not frozen with it (a frozen cycle is
+    never freed: a finished thread's connection in one held its PostgreSQL session for good)."""
+    gc.unfreeze()
+    enabled = gc.isenabled()
+    gc.disable()  # no collection of its own between making the garbage and the freeze
+    garbage = _Cycle()
+    gone = weakref.ref(garbage)
+    del garbage
+    try:
+        freeze()
+        assert gone() is None
+    finally:
+        gc.unfreeze()
+        if enabled:
+            gc.enable()

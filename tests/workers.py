@@ -4,6 +4,7 @@ process consuming shard queues, purging stale messages, and waiting for a job to
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
 from collections.abc import Iterator
 
@@ -23,6 +24,27 @@ def purge_queues(*shard_keys: str) -> None:
 
 
 @contextlib.contextmanager
+def solo_worker(queues: list[str]) -> Iterator[None]:
+    """A real Celery worker (the solo pool, in a thread of this process) consuming ``queues``.
+
+    The solo pool sends ``worker_process_init`` in this process, and Meridian's handler freezes
+    the heap as a pool process's startup heap (``core.worker_signals.freeze_startup_heap``). The
+    test process is no worker: what was frozen is handed back to the collector when the worker
+    stops. Frozen cycles are never collected, and a finished thread's database connection among
+    them kept its PostgreSQL session open until the suite's end ("test_test is being accessed by
+    2 other sessions" when the test database was dropped)."""
+    from celery.contrib.testing.worker import start_worker
+
+    from config.celery import app
+
+    try:
+        with start_worker(app, queues=queues, perform_ping_check=False, pool="solo", shutdown_timeout=10):
+            yield
+    finally:
+        gc.unfreeze()
+
+
+@contextlib.contextmanager
 def shard_worker(*shard_keys: str, purge: bool = True) -> Iterator[None]:
     """A real Celery worker (in a thread of this process) consuming the shard queues of these keys.
 
@@ -30,15 +52,11 @@ def shard_worker(*shard_keys: str, purge: bool = True) -> Iterator[None]:
     tests left in those queues name jobs of databases that were rolled back since, so they are
     dropped first (``purge=False`` keeps what this test sent before the worker started).
     """
-    from celery.contrib.testing.worker import start_worker
-
-    from config.celery import app
     from core.sharding import shard_queue
 
     if purge:
         purge_queues(*shard_keys)
-    queues = sorted({shard_queue(key) for key in shard_keys})
-    with start_worker(app, queues=queues, perform_ping_check=False, pool="solo", shutdown_timeout=10):
+    with solo_worker(sorted({shard_queue(key) for key in shard_keys})):
         yield
 
 

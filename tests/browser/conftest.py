@@ -40,7 +40,12 @@ CHROMIUM_ARGS = [
 @pytest.fixture
 def chromium(monkeypatch):
     """Playwright's sync API keeps an event loop running in this thread; Django's ORM guard
-    would then refuse the test's own (synchronous, safe) queries while the browser is open."""
+    would then refuse the test's own (synchronous, safe) queries while the browser is open.
+
+    With a loop running, Django keeps this thread's connections apart from its usual ones (in a
+    context variable, as for async code), so they are closed before the browser goes: left open,
+    each held a pooled connection and its PostgreSQL session until the suite's end ("test_test
+    is being accessed by other sessions" when the test database was dropped)."""
     from playwright.sync_api import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -49,6 +54,7 @@ def chromium(monkeypatch):
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+        connections.close_all()
 
 
 @pytest.fixture

@@ -5,9 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 
-from config.celery import app
 from core.sharding import shard_queue
 from fleet.connectors.simulated import SimulatedConnector
 from fleet.models import Cluster, Node, SimulatedObject
@@ -18,6 +16,7 @@ from nodeconfig.models import ConfigTarget, NodeConfig
 from nodeconfig.rollout import progress
 from nodeconfig.services import import_manifests
 from nodeconfig.tasks import push_to_cluster, simulate_agents
+from tests.workers import solo_worker
 
 from .conftest import SEED_EXAMPLES, seed_examples, settle
 
@@ -115,7 +114,7 @@ def test_a_real_worker_reconciles_after_a_target_change(demo):
     config_type = ConfigType.objects.get(name="AdminQoSConfiguration")
     hdd = Node.objects.filter(labels__diskMode="hdd").count()
     queue = shard_queue(f"nodeconfig-type/{config_type.pk}")
-    with start_worker(app, queues=[queue], perform_ping_check=False, pool="solo", shutdown_timeout=10):
+    with solo_worker([queue]):
         target, _ = save_target(config_type, TargetSpec(name="hdd", node_label_selector="diskMode=hdd", config={}))
         for _ in range(300):
             if NodeConfig.objects.filter(target=target).count() == hdd:
@@ -178,8 +177,8 @@ def test_push_jobs_are_routed_to_their_clusters_shard_and_run(fleet, admin_qos, 
     from nodeconfig.reconcile import PUSH_TASK
     from nodeconfig.services import RECONCILE_TASK, TargetSpec, save_target
     from nodeconfig.tasks import cluster_shard_key
-
     from tests.workers import shard_worker, wait_for_job
+
     from .conftest import type_key
 
     bj = fleet["bj-1"]
