@@ -37,10 +37,17 @@ def custom_node_config(node: str, labels: Mapping[str, str], entries: Iterable[M
             "spec": {}, "status": {"katalystCustomConfigList": configs}}
 
 
+#: The label on every target object Meridian writes into a member cluster, so that the objects
+#: of targets deleted since can be found there and removed.
+MANAGED_BY = ("app.kubernetes.io/managed-by", "meridian")
+
+
 def target_object(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """A target as upstream stores it: namespaced, without Meridian's status block."""
+    """A target as upstream stores it: namespaced, without Meridian's status block, labelled as
+    Meridian's (``MANAGED_BY``)."""
     body = {k: v for k, v in manifest.items() if k != "status"}
-    body["metadata"] = dict(body["metadata"], namespace=TARGET_NAMESPACE)
+    metadata = body["metadata"]
+    body["metadata"] = dict(metadata, namespace=TARGET_NAMESPACE, labels={**(metadata.get("labels") or {}), MANAGED_BY[0]: MANAGED_BY[1]})
     return body
 
 

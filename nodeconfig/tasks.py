@@ -13,14 +13,24 @@ from django.utils import timezone
 from core.context import acting_as
 from core.sharding import sharded_task
 from core.taskbase import always_idle, idle_unless
+from fleet.connectors.base import ConnectorError
 from fleet.models import Cluster, Node
-from fleet.simstore import spec_for
 from fleet.services import connector_for
+from fleet.simstore import spec_for
 from fleet.simulator import agent_report
 
 from . import etags, services
 from .agent import record_reports
-from .katalyst import custom_node_config, katalyst_custom_config, runs_katalyst, target_object, target_status, without_status
+from .katalyst import (
+    MANAGED_BY,
+    TARGET_NAMESPACE,
+    custom_node_config,
+    katalyst_custom_config,
+    runs_katalyst,
+    target_object,
+    target_status,
+    without_status,
+)
 from .models import ConfigTarget, ConfigType, NodeConfig
 from .reconcile import reconcile, reconcile_nodes
 from .rollout import reconcile_targets, step_all
@@ -154,6 +164,7 @@ def push_to_cluster(cluster_name: str, node_names: list[str] | None = None) -> d
             connector.apply_status(cnc, field_manager=FIELD_MANAGER)
             written += 1
         _push_targets(connector, cluster, target_ids)
+        _prune_targets(connector, cluster)
     return {"written": written}
 
 
@@ -179,3 +190,26 @@ def _push_targets(connector: Any, cluster: Cluster, target_ids: set[int]) -> Non
     for config_type in types.values():
         connector.apply(katalyst_custom_config(config_type.group, config_type.version, config_type.resource,
                                                config_type.allowed_keys or []), field_manager=FIELD_MANAGER)
+
+
+def _prune_targets(connector: Any, cluster: Cluster) -> int:
+    """Remove the target objects Meridian wrote into the cluster whose targets are deleted or no
+    longer reach it: left there, Katalyst's own controllers would still match nodes with them."""
+    live: dict[int, set[str]] = {}
+    for type_id, name in ConfigTarget.objects.filter(Q(cluster=None) | Q(cluster=cluster), deleted=False).values_list(
+            "config_type_id", "name"):
+        live.setdefault(type_id, set()).add(name)
+    removed = 0
+    for config_type in ConfigType.objects.all():
+        try:
+            listed = connector.list(config_type.api_version, config_type.name, namespace=TARGET_NAMESPACE,
+                                    label_selector="=".join(MANAGED_BY))
+        except ConnectorError as exc:
+            if exc.reason == "not_found":  # the cluster does not serve this type: Meridian wrote none there
+                continue
+            raise
+        for obj in listed.items:
+            name = obj["metadata"]["name"]
+            if name not in live.get(config_type.pk, ()):
+                removed += connector.delete(config_type.api_version, config_type.name, name, namespace=TARGET_NAMESPACE)
+    return removed

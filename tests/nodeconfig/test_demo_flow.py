@@ -14,7 +14,7 @@ from fleet.simulator import CHURN_TICKS, EPOCH, demo_fleet, node_indices
 from fleet.sync import sync_cluster
 from nodeconfig.models import ConfigTarget, NodeConfig
 from nodeconfig.rollout import progress
-from nodeconfig.services import import_manifests
+from nodeconfig.services import delete_target, import_manifests
 from nodeconfig.tasks import push_to_cluster, simulate_agents
 from tests.workers import solo_worker
 
@@ -101,6 +101,35 @@ def test_clusters_running_katalyst_get_cncs_and_target_objects(demo):
     hdd = SimulatedObject.objects.get(cluster=cluster, kind="AdminQoSConfiguration", name="hybrid-for-disk-hdd").body
     assert hdd["spec"]["nodeLabelSelector"] == "diskMode=hdd" and hdd["metadata"]["namespace"] == "default"
     assert push_to_cluster(demo[1].name) == {"written": 0}  # not a Katalyst cluster
+
+
+def test_a_deleted_targets_object_leaves_the_clusters_it_was_pushed_to(demo):
+    """Katalyst's own controllers read the target objects in a member cluster: one left there
+    after its target is deleted in Meridian would still match nodes (the object stayed, a finding
+    of the production-style trials). The next push removes the objects of deleted targets that
+    Meridian wrote (labelled as its own), and only those."""
+    cluster = demo[0]
+    cluster.connector_config = cluster.connector_config | {"katalyst_agents": True}
+    cluster.save()
+    import_manifests(gray_yaml())
+    for target in ConfigTarget.objects.all():
+        settle(target)
+    push_to_cluster(cluster.name)
+    pushed = set(SimulatedObject.objects.filter(cluster=cluster, kind="AdminQoSConfiguration").values_list("name", flat=True))
+    assert "hybrid-for-disk-hdd" in pushed
+    hdd = SimulatedObject.objects.get(cluster=cluster, kind="AdminQoSConfiguration", name="hybrid-for-disk-hdd").body
+    assert hdd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "meridian"
+    SimulatedObject.objects.create(cluster=cluster, api_version=hdd["apiVersion"], kind="AdminQoSConfiguration", namespace="default",
+                                   name="made-by-hand", body={**hdd, "metadata": {"name": "made-by-hand", "namespace": "default"}})
+
+    target = ConfigTarget.objects.get(name="hybrid-for-disk-hdd")
+    moved = list(NodeConfig.objects.filter(cluster=cluster, target=target).values_list("node__name", flat=True))
+    delete_target(target, reason="retired")
+    settle(target)
+    push_to_cluster(cluster.name, moved)  # what the reconcile queues: the moved nodes' CNCs
+
+    left = set(SimulatedObject.objects.filter(cluster=cluster, kind="AdminQoSConfiguration").values_list("name", flat=True))
+    assert left == pushed - {"hybrid-for-disk-hdd"} | {"made-by-hand"}, "only Meridian's object of the deleted target goes"
 
 
 @pytest.mark.django_db(transaction=True)

@@ -17,7 +17,7 @@ from fleet.models import Node
 from fleet.services import SYNC_TASK, register_cluster
 from nodeconfig.models import ConfigType, NodeConfig
 from nodeconfig.reconcile import PUSH_TASK
-from nodeconfig.services import RECONCILE_TASK, TargetSpec, save_target
+from nodeconfig.services import RECONCILE_TASK, TargetSpec, delete_target, save_target
 from nodeconfig.tasks import cluster_shard_key
 from tests.kubeapi import ApiServer, kubeconfig, registration, serve
 
@@ -107,3 +107,13 @@ def test_a_target_reaches_the_agents_of_a_real_cluster(api_server, purge_shard_q
     assert kcc["spec"]["targetType"] == {"group": "config.katalyst.kubewharf.io", "version": "v1alpha1",
                                          "resource": "adminqosconfigurations"}
     assert kcc["spec"]["nodeLabelSelectorAllowedKeyList"] == config_type.allowed_keys
+
+    # Deleted in Meridian, the target leaves the cluster too: Katalyst's controllers read the
+    # object there, and would go on matching nodes with it.
+    with shard_worker(cluster_shard_key("k8s-1"), type_key(config_type), purge=False):
+        delete_target(target, reason="retired")
+        assert wait_for_job(Job.objects.filter(kind=RECONCILE_TASK, object_id=str(target.pk)).latest("pk")).status == Job.Status.SUCCEEDED
+        pushed = wait_for_job(Job.objects.filter(kind=PUSH_TASK).exclude(pk=push.pk).get())
+    assert pushed.status == Job.Status.SUCCEEDED, pushed.error
+    assert pushed.task_args == ["k8s-1", hdd] and api.object(TARGETS, "hdd", "default") is None
+    assert api.object(CNC, "k-00")["status"]["katalystCustomConfigList"] == []
