@@ -84,13 +84,18 @@ def test_an_unchanged_node_list_as_written_matches_nothing_but_is_accepted(demo)
     assert not NodeConfig.objects.filter(target=gray).exists()
 
 
-def test_clusters_running_katalyst_get_cncs_and_target_objects(demo):
-    cluster = demo[0]
+def running_katalyst(cluster: Cluster) -> Cluster:
+    """The demo cluster running Katalyst's agents, with the seed's targets and the gray one settled."""
     cluster.connector_config = cluster.connector_config | {"katalyst_agents": True}
     cluster.save()
     import_manifests(gray_yaml())
     for target in ConfigTarget.objects.all():
         settle(target)
+    return cluster
+
+
+def test_clusters_running_katalyst_get_cncs_and_target_objects(demo):
+    cluster = running_katalyst(demo[0])
     written = push_to_cluster(cluster.name)["written"]
     assert written == Node.objects.filter(cluster=cluster).count()
     node = NodeConfig.objects.filter(cluster=cluster, target__name="hybrid-for-disk-hdd").select_related("node").first()
@@ -108,12 +113,7 @@ def test_a_deleted_targets_object_leaves_the_clusters_it_was_pushed_to(demo):
     after its target is deleted in Meridian would still match nodes (the object stayed, a finding
     of the production-style trials). The next push removes the objects of deleted targets that
     Meridian wrote (labelled as its own), and only those."""
-    cluster = demo[0]
-    cluster.connector_config = cluster.connector_config | {"katalyst_agents": True}
-    cluster.save()
-    import_manifests(gray_yaml())
-    for target in ConfigTarget.objects.all():
-        settle(target)
+    cluster = running_katalyst(demo[0])
     push_to_cluster(cluster.name)
     pushed = set(SimulatedObject.objects.filter(cluster=cluster, kind="AdminQoSConfiguration").values_list("name", flat=True))
     assert "hybrid-for-disk-hdd" in pushed
