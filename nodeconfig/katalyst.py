@@ -47,7 +47,8 @@ def target_object(manifest: Mapping[str, Any]) -> dict[str, Any]:
     Meridian's (``MANAGED_BY``)."""
     body = {k: v for k, v in manifest.items() if k != "status"}
     metadata = body["metadata"]
-    body["metadata"] = dict(metadata, namespace=TARGET_NAMESPACE, labels={**(metadata.get("labels") or {}), MANAGED_BY[0]: MANAGED_BY[1]})
+    labels = {**(metadata.get("labels") or {}), MANAGED_BY[0]: MANAGED_BY[1]}
+    body["metadata"] = dict(metadata, namespace=TARGET_NAMESPACE, labels=labels)
     return body
 
 

@@ -119,8 +119,9 @@ def test_a_deleted_targets_object_leaves_the_clusters_it_was_pushed_to(demo):
     assert "hybrid-for-disk-hdd" in pushed
     hdd = SimulatedObject.objects.get(cluster=cluster, kind="AdminQoSConfiguration", name="hybrid-for-disk-hdd").body
     assert hdd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "meridian"
-    SimulatedObject.objects.create(cluster=cluster, api_version=hdd["apiVersion"], kind="AdminQoSConfiguration", namespace="default",
-                                   name="made-by-hand", body={**hdd, "metadata": {"name": "made-by-hand", "namespace": "default"}})
+    by_hand = {**hdd, "metadata": {"name": "made-by-hand", "namespace": "default"}}
+    SimulatedObject.objects.create(cluster=cluster, api_version=hdd["apiVersion"], kind="AdminQoSConfiguration",
+                                   namespace="default", name="made-by-hand", body=by_hand)
 
     target = ConfigTarget.objects.get(name="hybrid-for-disk-hdd")
     moved = list(NodeConfig.objects.filter(cluster=cluster, target=target).values_list("node__name", flat=True))

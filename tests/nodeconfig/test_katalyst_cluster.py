@@ -20,8 +20,8 @@ from nodeconfig.reconcile import PUSH_TASK
 from nodeconfig.services import RECONCILE_TASK, TargetSpec, delete_target, save_target
 from nodeconfig.tasks import cluster_shard_key
 from tests.kubeapi import ApiServer, kubeconfig, registration, serve
-
 from tests.workers import shard_worker, wait_for_job
+
 from .conftest import type_key
 
 TOKEN = "emulated-cluster-token"
@@ -112,7 +112,8 @@ def test_a_target_reaches_the_agents_of_a_real_cluster(api_server, purge_shard_q
     # object there, and would go on matching nodes with it.
     with shard_worker(cluster_shard_key("k8s-1"), type_key(config_type), purge=False):
         delete_target(target, reason="retired")
-        assert wait_for_job(Job.objects.filter(kind=RECONCILE_TASK, object_id=str(target.pk)).latest("pk")).status == Job.Status.SUCCEEDED
+        reconciled = wait_for_job(Job.objects.filter(kind=RECONCILE_TASK, object_id=str(target.pk)).latest("pk"))
+        assert reconciled.status == Job.Status.SUCCEEDED, reconciled.error
         pushed = wait_for_job(Job.objects.filter(kind=PUSH_TASK).exclude(pk=push.pk).get())
     assert pushed.status == Job.Status.SUCCEEDED, pushed.error
     assert pushed.task_args == ["k8s-1", hdd] and api.object(TARGETS, "hdd", "default") is None

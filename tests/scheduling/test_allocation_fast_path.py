@@ -22,12 +22,14 @@ _QUANTITIES = st.sampled_from(("0", "1", "3", "64", "250m", "1500m", "1Gi", "3Gi
 @given(nodes=st.lists(st.tuples(_QUANTITIES, _QUANTITIES), min_size=1, max_size=8),
        placed=st.lists(st.tuples(st.integers(0, 7), _QUANTITIES, _QUANTITIES), max_size=12),
        weights=st.tuples(st.integers(1, 5), st.integers(1, 5)), cpu=st.integers(0, 70_000), memory=st.integers(0, 2**36))
-@example(nodes=[("1", "1Gi")], placed=[(0, "64", "3Gi")], weights=(1, 1), cpu=1000, memory=0)  # overcommitted: no free share, all of it used
+# overcommitted: no free share, all of it used
+@example(nodes=[("1", "1Gi")], placed=[(0, "64", "3Gi")], weights=(1, 1), cpu=1000, memory=0)
 @example(nodes=[("0", "1Gi")], placed=[], weights=(3, 1), cpu=1000, memory=2**30)  # no cpu: its weight leaves the average
 def test_the_unrolled_scorer_equals_the_generic_one(strategy, nodes, placed, weights, cpu, memory) -> None:
     resources = (ResourceSpec("cpu", weights[0]), ResourceSpec("memory", weights[1]))
     objs = [make_node().name(f"n{i}").capacity({"cpu": c, "memory": m, "pods": "110"}).obj() for i, (c, m) in enumerate(nodes)]
-    pods = [make_pod().name(f"e{k}").node(f"n{i % len(nodes)}").req({"cpu": c, "memory": m}).obj() for k, (i, c, m) in enumerate(placed)]
+    pods = [make_pod().name(f"e{k}").node(f"n{i % len(nodes)}").req({"cpu": c, "memory": m}).obj()
+            for k, (i, c, m) in enumerate(placed)]
     infos = ClusterState.build(objs, pods).nodes
     score = strategy(resources)
     unrolled = allocation_scorer(resources, [cpu, memory], score, use_requested=False)
