@@ -10,7 +10,6 @@ force over a small label universe, and agreement with a literal reading of the G
 from __future__ import annotations
 
 import itertools
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -205,25 +204,15 @@ def _fleet_selectors(count: int) -> list[str]:
     return [f"zone=z{i % 50},rack in (r{i},r{i + 1}),tier!=t{i % 7}" for i in range(count)]
 
 
-def test_one_against_500_is_well_under_50ms():
+def test_checking_one_against_500_parses_each_selector_once():
+    """What keeps a conflict check fast, cold or warm (timed against its goal in
+    ``bench/bench_nodeconfig.py``, not here): each selector is parsed once, and a second pass
+    over the same targets parses nothing."""
+    key_constraints.cache_clear()
     others = _fleet_selectors(500)
     new = "zone=z3,rack in (r999,r1000)"
     keys = ["zone", "rack", "tier"]
-    for other in others:  # first pass parses and fills the cache
-        selectors_may_conflict(new, other, keys)
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        hits = sum(selectors_may_conflict(new, other, keys) for other in others)
-        best = min(best, time.perf_counter() - start)
-    assert hits == 0
-    assert best < 0.05, f"{best * 1000:.1f} ms"
-
-
-def test_one_against_500_cold_including_parsing_stays_fast():
-    others = [f"cold{i}=v,zone in (a{i},b{i})" for i in range(500)]
-    start = time.perf_counter()
-    for other in others:
-        selectors_may_conflict("zone=a1", other, ["zone"])
-    elapsed = time.perf_counter() - start
-    assert elapsed < 0.5, f"{elapsed * 1000:.1f} ms"
+    assert not any(selectors_may_conflict(new, other, keys) for other in others)
+    assert key_constraints.cache_info().misses == 501
+    assert not any(selectors_may_conflict(new, other, keys) for other in others)
+    assert key_constraints.cache_info().misses == 501, "the warm pass parsed again"
