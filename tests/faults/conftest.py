@@ -20,6 +20,17 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.faults)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report ends with what each of Meridian's processes last said."""
+    report = yield
+    processes = item.funcargs.get("meridian") if report.when == "call" and report.failed else None
+    if isinstance(processes, Meridian):
+        for path in sorted(processes.var_dir.glob("*.log")):
+            report.sections.append((f"{path.name} (its end)", processes.log(path.stem)))
+    return report
+
+
 @pytest.fixture
 def test_database_url(transactional_db) -> str:
     """The suite's own test database, for Meridian processes to share with the test."""

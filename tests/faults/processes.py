@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import httpx
@@ -29,7 +29,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_until(predicate, *, timeout: float, interval: float = 0.25, what: str = "condition"):
+def wait_until(predicate, *, timeout: float, interval: float = 0.25, what: str | Callable[[], str] = "condition"):
+    """``predicate()`` once it is true; else an AssertionError naming ``what`` (a callable is
+    called then, so a description of the state is taken at the failure, not before the wait)."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -41,7 +43,7 @@ def wait_until(predicate, *, timeout: float, interval: float = 0.25, what: str =
             if last:
                 return last
         time.sleep(interval)
-    raise AssertionError(f"{what} did not happen within {timeout:.0f} s (last: {last!r})")
+    raise AssertionError(f"{what() if callable(what) else what} did not happen within {timeout:.0f} s (last: {last!r})")
 
 
 def _parents() -> dict[int, tuple[int, str]]:

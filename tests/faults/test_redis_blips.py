@@ -13,10 +13,13 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Callable
 
 import httpx
 import redis
+from django.db.models import Q
 
+from core.models import Job
 from fleet.models import Node
 from nodeconfig.models import ConfigTarget, NodeConfig
 
@@ -36,6 +39,14 @@ def live_workers(url: str) -> list[str]:
         return [m.decode() for m in client.zrangebyscore("meridian:workers", now, "+inf")]
     finally:
         client.close()
+
+
+def jobs_now() -> list[tuple]:
+    """What a failure needs to say where the work stands: every job not finished and the last
+    ones that are, oldest first."""
+    fields = ("pk", "kind", "status", "worker", "created", "dispatched", "broker_epoch", "waiting_for", "error", "result")
+    recent = Job.objects.order_by("-pk").values_list("pk", flat=True)[:12]
+    return list(Job.objects.filter(Q(status__in=Job.UNFINISHED) | Q(pk__in=list(recent))).order_by("pk").values_list(*fields))
 
 
 class Downgrade:
@@ -100,7 +111,10 @@ def test_ten_redis_outages_at_random_moments(meridian, private_redis, admin_toke
     log = []
 
     def fail(message: str) -> str:
-        return f"{message} (seed {seed}; rounds {log}; worker log: {meridian.log('worker')[-2500:]})"
+        return f"{message} (seed {seed}; rounds {log}; jobs: {jobs_now()})"  # the logs follow the report
+
+    def later(message: str) -> Callable[[], str]:
+        return lambda: fail(message)  # the jobs as they stand when the wait gives up
 
     for round_ in range(ROUNDS):
         moment = MOMENTS[round_ % len(MOMENTS)]
@@ -130,11 +144,11 @@ def test_ten_redis_outages_at_random_moments(meridian, private_redis, admin_toke
         back = time.monotonic()
 
         wait_until(lambda: live_workers(private_redis.url), timeout=WORKER_BACK_WITHIN + 5, interval=0.25,
-                   what=fail(f"round {round_}: a worker heartbeat"))
+                   what=later(f"round {round_}: a worker heartbeat"))
         assert time.monotonic() - back <= WORKER_BACK_WITHIN, fail(f"round {round_}: the worker was gone too long")
         worker_back = time.monotonic() - back
         wait_until(downgrade.delivered, timeout=DELIVERED_WITHIN, interval=0.5,
-                   what=fail(f"round {round_}: the {log[-1][3]} accepted during the outage to be delivered"))
+                   what=later(f"round {round_}: the {log[-1][3]} accepted during the outage to be delivered"))
         delivered_after = time.monotonic() - back
         assert delivered_after <= DELIVERED_WITHIN + 1
         print(f"round {round_} ({moment}, {log[-1][2]} s down, {log[-1][3]}): worker back {worker_back:.1f} s, "
@@ -149,7 +163,7 @@ def test_ten_redis_outages_at_random_moments(meridian, private_redis, admin_toke
                 "reclaimedResourceConfig", {}).get("enableReclaim")
             return (reclaim is False) == downgrade.active
 
-        wait_until(agent_sees_it, timeout=10, what=fail(f"round {round_}: the agent to get the {log[-1][3]}"))
+        wait_until(agent_sees_it, timeout=10, what=later(f"round {round_}: the agent to get the {log[-1][3]}"))
         time.sleep(rng.uniform(0.5, 3))
 
     assert downgrade.reads > ROUNDS * 3
