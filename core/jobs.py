@@ -5,9 +5,10 @@ Work that a change asks for is ``enqueue``d: the Job is written in the change's 
 transaction and its message sent after commit, so the two commit together. The broker is
 only the transport: should the send fail (Redis down), the message vanish (a Redis restart
 keeps nothing), or the worker die mid-task (kill -9), the job is still ``pending`` or
-``running`` in the database and ``reap`` sends it again. Tasks are idempotent and a job
-runs at most once at a time: a second delivery of a job that is running on a live worker,
-or already finished, is dropped.
+``running`` in the database and ``reap`` sends it again; a message delivered to a worker that
+died before acknowledging it goes back to its queue (``restore_orphaned``). Tasks are
+idempotent and a job runs at most once at a time: a second delivery of a job that is running
+on a live worker, or already finished, is dropped.
 
 Lifecycle: pending → running → succeeded | failed | canceled; a transient fault (Redis,
 the database, a member cluster) puts a running job back to pending while Celery retries it,
@@ -55,6 +56,11 @@ MAX_LOST_WORKERS = 5
 REDISPATCH_AFTER = timedelta(minutes=15)
 #: A pending job whose send failed is sent again by the reaper after this long.
 SEND_RETRY_AFTER = timedelta(seconds=5)
+#: A delivered task message that no live worker has said it holds for this many seconds is
+#: put back in its queue (longer than a heartbeat's period: a message just delivered shows
+#: in its worker's next heartbeat first).
+ORPHAN_AFTER = 12.0
+_unheld_since: dict[str, float] = {}
 
 _current: contextvars.ContextVar[Job | None] = contextvars.ContextVar("meridian_job", default=None)
 _log: contextvars.ContextVar[JobLog | None] = contextvars.ContextVar("meridian_job_log", default=None)
@@ -448,7 +454,8 @@ def worker_alive(worker: str, live: set[str] | None = None) -> bool:
 
 
 def reap(*, now: Any = None, heartbeats_after: float | None = None) -> dict[str, int]:
-    """Send again what was lost: jobs of dead workers, failed sends, messages a Redis restart dropped.
+    """Send again what was lost: jobs of dead workers, failed sends, messages a Redis restart
+    dropped, messages delivered to workers that died holding them.
 
     Never by age alone: a running job on a live worker is left alone however long it runs.
     Beat runs it (``core.beat``), not a worker's pool: busy or dead workers cannot hold it up.
@@ -461,7 +468,7 @@ def reap(*, now: Any = None, heartbeats_after: float | None = None) -> dict[str,
     now = now or timezone.now()
     live = set(live_workers())
     epoch, uptime = _broker_server()
-    report = {"requeued": 0, "failed": 0, "resent": 0, "superseded": 0}
+    report = {"requeued": 0, "failed": 0, "resent": 0, "superseded": 0, "restored": 0}
     trusted = uptime >= (HEARTBEAT_TTL if heartbeats_after is None else heartbeats_after)
     running = Job.objects.filter(status=Job.Status.RUNNING).exclude(worker="") if trusted else Job.objects.none()
     for job in running:
@@ -471,7 +478,49 @@ def reap(*, now: Any = None, heartbeats_after: float | None = None) -> dict[str,
     stale = models.Q(dispatched__isnull=True, created__lt=now - SEND_RETRY_AFTER) | models.Q(
         dispatched__lt=now - REDISPATCH_AFTER) | (models.Q(dispatched__isnull=False) & ~models.Q(broker_epoch=epoch))
     report["resent"] = dispatch_many(list(Job.objects.filter(status__in=Job.QUEUED).exclude(task_name="").filter(stale).values_list("pk", flat=True)))
+    if trusted:
+        report["restored"] = restore_orphaned(live)
     return report
+
+
+def restore_orphaned(live: set[str]) -> int:
+    """Put back in their queues the task messages delivered to workers that are gone; how many.
+
+    A worker killed, or whose Celery restarted, while it held messages unacknowledged (a job
+    reserved but not started, the retry of a job ``waiting`` for a lock until its ETA) leaves
+    them in the Redis transport's ``unacked`` hash, which kombu restores only after the
+    visibility timeout: ten minutes of a job saying "waiting" with nobody to run it. Workers
+    say what they hold with each heartbeat (``core.worker_signals.held_deliveries``); a message
+    none of the ``live`` ones has held for ``ORPHAN_AFTER`` seconds is restored as kombu
+    restores one (``restore_by_tag``: atomic, so a late acknowledgement wins). Nothing is
+    restored while a live worker does not say what it holds. A restored message of a job that
+    runs meanwhile is dropped on delivery, as any duplicate.
+    """
+    from celery import current_app
+
+    from .worker_signals import held_by
+
+    with current_app.connection_for_write() as connection:
+        channel = connection.default_channel
+        unacked_key = getattr(channel, "unacked_key", None)
+        if unacked_key is None:  # not kombu's Redis transport
+            return 0
+        tags = {tag.decode() if isinstance(tag, bytes) else tag for tag in channel.client.hkeys(unacked_key)}
+        held = held_by(live) if tags else set()
+        if held is None:
+            _unheld_since.clear()
+            return 0
+        now, unheld = time.monotonic(), tags - held
+        for tag in set(_unheld_since) - unheld:
+            del _unheld_since[tag]
+        orphaned = [tag for tag in unheld if now - _unheld_since.setdefault(tag, now) >= ORPHAN_AFTER]
+        for tag in orphaned:
+            channel.qos.restore_by_tag(tag, client=channel.client)  # next in line: it is overdue
+            del _unheld_since[tag]
+    if orphaned:
+        logger.warning("restored %d task message(s) that no live worker held (their worker died holding them)",
+                       len(orphaned))
+    return len(orphaned)
 
 
 def _lost(job: Job) -> str:

@@ -6,7 +6,11 @@ hostname, the score the Redis server's clock when the entry lapses (now + TTL). 
 dies simply lets its entry lapse; readers take the members not lapsed, one round trip
 whatever else Redis holds (a SCAN for per-worker keys walked the whole keyspace: 1,023
 round trips, 180 ms of every overview, /readyz and /metrics once the fleet's keys were in).
-A task message sent while a request is served carries the request's id (``core.logs``); the
+With each heartbeat a worker also says which task messages it holds unacknowledged (running,
+reserved, or waiting for their ETA: ``HELD_KEY``), so the reaper can put back in their queue
+the ones delivered to a worker that is gone (``core.jobs.reap``), instead of leaving them to
+the broker's visibility timeout (ten minutes). A task message sent while a request is served
+carries the request's id (``core.logs``); the
 task runs with it bound, so its log lines and audit entries name the request that asked for
 the work. Bulk work that builds millions of objects (an inventory sync) pauses the cyclic
 collector meanwhile (``collector_paused``).
@@ -18,14 +22,19 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from celery.signals import before_task_publish, task_postrun, task_prerun, worker_process_init, worker_ready, worker_shutdown
 
 logger = logging.getLogger(__name__)
 
 WORKERS_KEY = "meridian:workers"
+#: The delivery tags a worker holds, as of its last heartbeat; always has the member ``REPORTED``
+#: (an empty set is no key at all in Redis, which would read as a worker that says nothing).
+HELD_KEY = "meridian:held:{hostname}"
+REPORTED = ""
 HEARTBEAT_TTL = 12  # four missed heartbeats: a killed worker's jobs are settled within a minute
 _stop = threading.Event()
 
@@ -34,6 +43,11 @@ _BEAT = """
 redis.replicate_commands()
 local now = redis.call('TIME')
 redis.call('ZADD', KEYS[1], tonumber(now[1]) + tonumber(ARGV[2]), ARGV[1])
+redis.call('DEL', KEYS[2])
+for i = 3, #ARGV do
+  redis.call('SADD', KEYS[2], ARGV[i])
+end
+redis.call('EXPIRE', KEYS[2], ARGV[2])
 return 1
 """
 _LIVE = """
@@ -44,19 +58,33 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], now[1], '+inf')
 """
 
 
-def beat_once(hostname: str) -> None:
-    """The worker ``hostname`` is alive for the next ``HEARTBEAT_TTL`` seconds."""
+def beat_once(hostname: str, held: Iterable[str] = ()) -> None:
+    """The worker ``hostname`` is alive for the next ``HEARTBEAT_TTL`` seconds, holding the task
+    messages whose delivery tags are ``held``."""
     from .redis import get_redis
 
     redis = get_redis()
-    redis.register_script(_BEAT)(keys=[WORKERS_KEY], args=[hostname, HEARTBEAT_TTL], client=redis)
+    redis.register_script(_BEAT)(keys=[WORKERS_KEY, HELD_KEY.format(hostname=hostname)],
+                                 args=[hostname, HEARTBEAT_TTL, REPORTED, *held], client=redis)
+
+
+def held_deliveries(consumer: Any) -> list[str]:
+    """The delivery tags of the task messages Celery's ``consumer`` has not acknowledged yet.
+
+    Read from kombu's emulated acknowledgements (``QoS._delivered``: what the Redis transport
+    also keeps in its ``unacked`` hash), copied at once because the consumer's thread changes it.
+    No channel (reconnecting) holds nothing: what it held went with its connection.
+    """
+    channel = getattr(getattr(consumer, "task_consumer", None), "channel", None)
+    delivered = getattr(getattr(channel, "_qos", None), "_delivered", None)
+    return list(delivered.copy()) if delivered else []
 
 
 def forget_worker(hostname: str) -> None:
     """The worker ``hostname`` stopped (or never was): not alive from now on."""
     from .redis import get_redis
 
-    get_redis().zrem(WORKERS_KEY, hostname)
+    get_redis().pipeline().zrem(WORKERS_KEY, hostname).delete(HELD_KEY.format(hostname=hostname)).execute()
 
 
 def live_workers() -> list[str]:
@@ -67,10 +95,27 @@ def live_workers() -> list[str]:
     return sorted(m.decode() for m in redis.register_script(_LIVE)(keys=[WORKERS_KEY], client=redis))
 
 
-def _heartbeat_loop(hostname: str, interval: float) -> None:
+def held_by(hostnames: Iterable[str]) -> set[str] | None:
+    """The delivery tags the workers ``hostnames`` hold, as of their last heartbeats; None when
+    one of them has not said (a worker of a version that does not, or a heartbeat lost)."""
+    from .redis import get_redis
+
+    pipe = get_redis().pipeline()
+    for hostname in hostnames:
+        pipe.smembers(HELD_KEY.format(hostname=hostname))
+    held: set[str] = set()
+    for members in pipe.execute():
+        if not members:
+            return None
+        held.update(m.decode() for m in members)
+    held.discard(REPORTED)
+    return held
+
+
+def _heartbeat_loop(hostname: str, interval: float, consumer: Any) -> None:
     while not _stop.is_set():
         try:
-            beat_once(hostname)
+            beat_once(hostname, held_deliveries(consumer))
         except Exception:
             logger.warning("worker heartbeat to Redis failed", exc_info=True)
         _stop.wait(interval)
@@ -83,7 +128,8 @@ def _start_heartbeat(sender=None, **_kwargs) -> None:
     hostname = getattr(sender, "hostname", None) or "worker"
     _stop.clear()
     threading.Thread(
-        target=_heartbeat_loop, args=(hostname, settings.MERIDIAN_WORKER_HEARTBEAT_SECONDS), daemon=True, name="meridian-heartbeat"
+        target=_heartbeat_loop, args=(hostname, settings.MERIDIAN_WORKER_HEARTBEAT_SECONDS, sender), daemon=True,
+        name="meridian-heartbeat"
     ).start()
 
 

@@ -1,7 +1,7 @@
 import pytest
 
-from core.worker_signals import WORKERS_KEY, beat_once, forget_worker, live_workers
 from core.redis import get_redis
+from core.worker_signals import WORKERS_KEY, beat_once, forget_worker, held_by, live_workers
 
 
 def test_healthz_needs_no_login(client):
@@ -29,6 +29,24 @@ def test_readyz_reports_each_dependency_and_waits_for_a_worker(client, django_us
         assert client.get("/readyz").json()["checks"]["workers"]["detail"] == ["test-worker@host"]
     finally:
         forget_worker("test-worker@host")
+
+
+def test_a_heartbeat_says_what_its_worker_holds_and_the_next_one_replaces_it():
+    """The reaper restores only messages no live worker holds (``core.jobs.restore_orphaned``), and
+    nothing while a live worker has not said what it holds."""
+    try:
+        beat_once("holding@host", ["tag-a", "tag-b"])
+        beat_once("idle@host")
+        assert held_by(["holding@host", "idle@host"]) == {"tag-a", "tag-b"}
+        assert held_by(["idle@host"]) == set(), "holding nothing is said too"
+        beat_once("holding@host", ["tag-c"])
+        assert held_by(["holding@host"]) == {"tag-c"}
+        assert held_by(["holding@host", "silent@host"]) is None, "a worker that has not said"
+        forget_worker("holding@host")
+        assert held_by(["holding@host"]) is None
+    finally:
+        forget_worker("holding@host")
+        forget_worker("idle@host")
 
 
 @pytest.mark.django_db

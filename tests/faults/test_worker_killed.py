@@ -6,17 +6,21 @@ kept taking the cluster's lock from the requested sync before)."""
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 from datetime import timedelta
 
+import redis
 from django.db.models import Count, Sum
 from django.utils import timezone
 
 from core.models import Job
 from fleet.models import Cluster, Node
 from nodeconfig.models import ConfigTarget, NodeConfig
+from nodeconfig.services import emergency_type, latest_delivery
 
-from .conftest import api
+from .conftest import api, serving_edge
 from .processes import wait_until
 
 KILLS = 3
@@ -151,3 +155,47 @@ def test_a_paced_rollout_completes_every_time_its_worker_is_killed(meridian, adm
         per_node = NodeConfig.objects.filter(config_type=target.config_type).values("node").annotate(n=Count("pk"))
         assert not per_node.filter(n__gt=1).exists(), "one node config per node and type, never two"
         assert not Job.objects.filter(worker__startswith=dead).exclude(status__in=Job.FINISHED).exists()
+
+
+def holds_unacknowledged(broker: redis.Redis, task_id: str) -> bool:
+    """Whether a worker holds a message of task ``task_id`` unacknowledged (kombu's Redis
+    transport keeps them in its ``unacked`` hash, as [message, exchange, routing key])."""
+    return any(json.loads(raw)[0]["headers"]["id"] == task_id for raw in broker.hvals("unacked"))
+
+
+def test_a_job_waiting_for_a_lock_runs_on_the_next_worker_when_its_worker_is_killed(meridian, private_redis, admin_token):
+    """The emergency downgrade's delivery waits for its config type's lock (its retry held by the
+    worker until its ETA, unacknowledged) when the worker is killed: the next worker runs it
+    within a minute (the reaper puts the message back in its queue), not after the broker's
+    visibility timeout (ten minutes: the downgrade said "delivery pending" all that time)."""
+    client = serving_edge(meridian, admin_token, nodes=60, seed=4, synced=55)
+    broker = redis.Redis.from_url(private_redis.url)
+    lock = "meridian:lock:nodeconfig-type-{}".format(emergency_type().pk)  # core.locks.KEY
+    for kill in range(KILLS):
+        broker.set(lock, f"{uuid.uuid4().hex} the fault suite", px=120_000)
+        if kill % 2 == 0:
+            pressed = client.post("/api/v1/nodeconfig/emergency-downgrade/",
+                                  json={"cluster": "edge", "reason": f"round {kill}", "confirm": "DOWNGRADE"})
+            assert pressed.status_code == 201, pressed.text
+            target = ConfigTarget.objects.get(pk=pressed.json()["id"])
+        else:
+            restored = client.post(f"/api/v1/nodeconfig/emergency-downgrade/{target.pk}/restore/", json={"reason": f"round {kill}"})
+            assert restored.status_code == 200, restored.text
+        delivery = latest_delivery(target)
+        wait_until(lambda: Job.objects.get(pk=delivery.pk).status == Job.Status.WAITING, timeout=60, interval=0.05,  # noqa: B023
+                   what="the delivery to wait for the lock")
+        wait_until(lambda: holds_unacknowledged(broker, delivery.task_id), timeout=10, interval=0.02,  # noqa: B023
+                   what="the worker to hold the delivery's retry until its ETA")
+        worker = "worker" if kill == 0 else f"worker-{kill}"
+        meridian.kill(worker)
+        killed_at = time.monotonic()
+        assert Job.objects.get(pk=delivery.pk).status == Job.Status.WAITING, "killed while its retry waited for its ETA"
+        broker.delete(lock)
+        meridian.start_worker(f"worker-{kill + 1}")
+
+        (row,) = settled([delivery], killed_at)
+        assert row.status == Job.Status.SUCCEEDED, (row.status, row.error)
+        target.refresh_from_db()
+        assert target.observed_revision == target.revision.number, "delivered: the reconciler saw the revision"
+        print(f"round {kill}: the delivery job ran {time.monotonic() - killed_at:.1f} s after its worker was killed")
+    assert "that no live worker held" in meridian.log("beat"), "the reaper put the messages back"
