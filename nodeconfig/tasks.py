@@ -142,7 +142,7 @@ def push_to_cluster(cluster_name: str, node_names: list[str] | None = None) -> d
     """
     cluster = Cluster.objects.filter(name=cluster_name).first()
     if cluster is None or not runs_katalyst(cluster.api_resources, cluster.connector, cluster.connector_config or {}):
-        return {"written": 0}
+        return {"written": 0, "removed": 0}
     rows = NodeConfig.objects.filter(cluster=cluster).exclude(config_hash="")
     nodes = Node.objects.filter(cluster=cluster)
     if node_names is not None:
@@ -164,8 +164,8 @@ def push_to_cluster(cluster_name: str, node_names: list[str] | None = None) -> d
             connector.apply_status(cnc, field_manager=FIELD_MANAGER)
             written += 1
         _push_targets(connector, cluster, target_ids)
-        _prune_targets(connector, cluster)
-    return {"written": written}
+        removed = _prune_targets(connector, cluster)
+    return {"written": written, "removed": removed}
 
 
 FIELD_MANAGER = "meridian-nodeconfig"
@@ -200,7 +200,7 @@ def _prune_targets(connector: Any, cluster: Cluster) -> int:
             "config_type_id", "name"):
         live.setdefault(type_id, set()).add(name)
     removed = 0
-    for config_type in ConfigType.objects.all():
+    for config_type in ConfigType.objects.filter(pk__in=ConfigTarget.objects.values("config_type")):  # none: none written
         try:
             listed = connector.list(config_type.api_version, config_type.name, namespace=TARGET_NAMESPACE,
                                     label_selector="=".join(MANAGED_BY))

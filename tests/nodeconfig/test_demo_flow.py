@@ -105,7 +105,7 @@ def test_clusters_running_katalyst_get_cncs_and_target_objects(demo):
         "configNamespace": "default", "configName": "hybrid-for-disk-hdd", "hash": node.config_hash}]
     hdd = SimulatedObject.objects.get(cluster=cluster, kind="AdminQoSConfiguration", name="hybrid-for-disk-hdd").body
     assert hdd["spec"]["nodeLabelSelector"] == "diskMode=hdd" and hdd["metadata"]["namespace"] == "default"
-    assert push_to_cluster(demo[1].name) == {"written": 0}  # not a Katalyst cluster
+    assert push_to_cluster(demo[1].name) == {"written": 0, "removed": 0}  # not a Katalyst cluster
 
 
 def test_a_deleted_targets_object_leaves_the_clusters_it_was_pushed_to(demo):
@@ -127,7 +127,7 @@ def test_a_deleted_targets_object_leaves_the_clusters_it_was_pushed_to(demo):
     moved = list(NodeConfig.objects.filter(cluster=cluster, target=target).values_list("node__name", flat=True))
     delete_target(target, reason="retired")
     settle(target)
-    push_to_cluster(cluster.name, moved)  # what the reconcile queues: the moved nodes' CNCs
+    assert push_to_cluster(cluster.name, moved) == {"written": len(moved), "removed": 1}  # what the reconcile queues
 
     left = set(SimulatedObject.objects.filter(cluster=cluster, kind="AdminQoSConfiguration").values_list("name", flat=True))
     assert left == pushed - {"hybrid-for-disk-hdd"} | {"made-by-hand"}, "only Meridian's object of the deleted target goes"
@@ -229,7 +229,7 @@ def test_push_jobs_are_routed_to_their_clusters_shard_and_run(fleet, admin_qos, 
         assert pushes.count() == 1, "one push, for the one cluster that runs Katalyst agents"
         push = wait_for_job(pushes.get())
     assert push.status == Job.Status.SUCCEEDED, push.error
-    assert push.task_args == ["bj-1", hdd_names] and push.result == {"written": len(hdd_names)}
+    assert push.task_args == ["bj-1", hdd_names] and push.result == {"written": len(hdd_names), "removed": 0}
     cnc = SimulatedObject.objects.get(cluster=bj, kind="CustomNodeConfig", name=hdd_names[0]).body
     assert [entry["configName"] for entry in cnc["status"]["katalystCustomConfigList"]] == ["hdd"]
 
@@ -239,5 +239,5 @@ def test_push_jobs_are_routed_to_their_clusters_shard_and_run(fleet, admin_qos, 
         while not Job.objects.filter(task_id=sent.id).exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         delayed = wait_for_job(Job.objects.get(task_id=sent.id))
-    assert delayed.status == Job.Status.SUCCEEDED and delayed.result == {"written": 1}
+    assert delayed.status == Job.Status.SUCCEEDED and delayed.result == {"written": 1, "removed": 0}
     assert SimulatedObject.objects.filter(cluster=bj, kind="CustomNodeConfig", name="bj-1-n001").exists()

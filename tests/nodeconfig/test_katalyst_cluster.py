@@ -85,7 +85,7 @@ def test_a_target_reaches_the_agents_of_a_real_cluster(api_server, purge_shard_q
         assert wait_for_job(Job.objects.get(kind=RECONCILE_TASK, object_id=str(target.pk))).status == Job.Status.SUCCEEDED
         push = wait_for_job(Job.objects.get(kind=PUSH_TASK))
     assert push.status == Job.Status.SUCCEEDED, push.error
-    assert push.task_args == ["k8s-1", hdd] and push.result == {"written": 4}
+    assert push.task_args == ["k8s-1", hdd] and push.result == {"written": 4, "removed": 0}
 
     target.refresh_from_db()
     hashes = dict(NodeConfig.objects.filter(target=target).values_list("node__name", "config_hash"))
@@ -117,4 +117,5 @@ def test_a_target_reaches_the_agents_of_a_real_cluster(api_server, purge_shard_q
         pushed = wait_for_job(Job.objects.filter(kind=PUSH_TASK).exclude(pk=push.pk).get())
     assert pushed.status == Job.Status.SUCCEEDED, pushed.error
     assert pushed.task_args == ["k8s-1", hdd] and api.object(TARGETS, "hdd", "default") is None
+    assert pushed.result == {"written": len(hdd), "removed": 1}
     assert api.object(CNC, "k-00")["status"]["katalystCustomConfigList"] == []
