@@ -1,7 +1,11 @@
+import json
+import time
+
 import pytest
 
 from core.redis import get_redis
-from core.worker_signals import WORKERS_KEY, beat_once, forget_worker, held_by, live_workers
+from core.worker_signals import WORKERS_KEY, beat_once, forget_worker, held_by, held_deliveries, live_workers
+from tests.workers import solo_worker
 
 
 def test_healthz_needs_no_login(client):
@@ -47,6 +51,33 @@ def test_a_heartbeat_says_what_its_worker_holds_and_the_next_one_replaces_it():
     finally:
         forget_worker("holding@host")
         forget_worker("idle@host")
+
+
+def test_a_worker_says_it_holds_the_message_it_keeps_until_its_eta():
+    """What a heartbeat reports is what the broker keeps unacknowledged for the worker: kombu's
+    ``unacked`` hash and the consumer's own record (``held_deliveries``) name the same tag."""
+    from config.celery import app
+
+    queue = "meridian-test-held"
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        try:
+            with solo_worker([queue]) as worker:
+                sent = app.send_task("core.publish_live", queue=queue, countdown=600)  # held until its ETA
+
+                def unacked_tag() -> str | None:
+                    for tag, raw in channel.client.hgetall(channel.unacked_key).items():
+                        if json.loads(raw)[0]["headers"]["id"] == sent.id:
+                            return tag.decode()
+                    return None
+
+                deadline = time.monotonic() + 10
+                while unacked_tag() is None:
+                    assert time.monotonic() < deadline, "the worker never received the message"
+                    time.sleep(0.05)
+                assert unacked_tag() in held_deliveries(worker.consumer)
+        finally:
+            channel.client.delete(queue)  # the worker gave the message back when it stopped
 
 
 @pytest.mark.django_db

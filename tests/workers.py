@@ -7,6 +7,7 @@ import contextlib
 import gc
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from core.models import Job
 
@@ -24,8 +25,9 @@ def purge_queues(*shard_keys: str) -> None:
 
 
 @contextlib.contextmanager
-def solo_worker(queues: list[str]) -> Iterator[None]:
-    """A real Celery worker (the solo pool, in a thread of this process) consuming ``queues``.
+def solo_worker(queues: list[str]) -> Iterator[Any]:
+    """A real Celery worker (the solo pool, in a thread of this process) consuming ``queues``;
+    yields its controller (``.consumer`` is its Celery consumer).
 
     The solo pool sends ``worker_process_init`` in this process, and Meridian's handler freezes
     the heap as a pool process's startup heap (``core.worker_signals.freeze_startup_heap``). The
@@ -38,8 +40,8 @@ def solo_worker(queues: list[str]) -> Iterator[None]:
     from config.celery import app
 
     try:
-        with start_worker(app, queues=queues, perform_ping_check=False, pool="solo", shutdown_timeout=10):
-            yield
+        with start_worker(app, queues=queues, perform_ping_check=False, pool="solo", shutdown_timeout=10) as worker:
+            yield worker
     finally:
         gc.unfreeze()
 
