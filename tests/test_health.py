@@ -1,11 +1,10 @@
-import json
 import time
 
 import pytest
 
 from core.redis import get_redis
 from core.worker_signals import WORKERS_KEY, beat_once, forget_worker, held_by, held_deliveries, live_workers
-from tests.workers import solo_worker
+from tests.workers import solo_worker, unacked_tag
 
 
 def test_healthz_needs_no_login(client):
@@ -64,18 +63,11 @@ def test_a_worker_says_it_holds_the_message_it_keeps_until_its_eta():
         try:
             with solo_worker([queue]) as worker:
                 sent = app.send_task("core.publish_live", queue=queue, countdown=600)  # held until its ETA
-
-                def unacked_tag() -> str | None:
-                    for tag, raw in channel.client.hgetall(channel.unacked_key).items():
-                        if json.loads(raw)[0]["headers"]["id"] == sent.id:
-                            return tag.decode()
-                    return None
-
                 deadline = time.monotonic() + 10
-                while unacked_tag() is None:
+                while unacked_tag(channel.client, sent.id, channel.unacked_key) is None:
                     assert time.monotonic() < deadline, "the worker never received the message"
                     time.sleep(0.05)
-                assert unacked_tag() in held_deliveries(worker.consumer)
+                assert unacked_tag(channel.client, sent.id, channel.unacked_key) in held_deliveries(worker.consumer)
         finally:
             channel.client.delete(queue)  # the worker gave the message back when it stopped
 

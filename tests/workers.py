@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -60,6 +61,23 @@ def shard_worker(*shard_keys: str, purge: bool = True) -> Iterator[None]:
         purge_queues(*shard_keys)
     with solo_worker(sorted({shard_queue(key) for key in shard_keys})):
         yield
+
+
+def unacked_tag(broker: Any, task_id: str, key: str = "unacked") -> str | None:
+    """The delivery tag under which a worker holds a message of task ``task_id`` unacknowledged,
+    if one does: kombu's Redis transport keeps them in its ``unacked`` hash, each as [message,
+    exchange, routing key]."""
+    for tag, raw in broker.hgetall(key).items():
+        if json.loads(raw)[0]["headers"]["id"] == task_id:
+            return tag.decode()
+    return None
+
+
+def queued(broker: Any, task_id: str) -> bool:
+    """Whether a message of task ``task_id`` waits in a queue (kombu's Redis transport keeps each
+    queue as a list of messages)."""
+    return any(json.loads(raw)["headers"]["id"] == task_id for key in broker.scan_iter()
+               if broker.type(key) == b"list" for raw in broker.lrange(key, 0, -1))
 
 
 def wait_for_job(job: Job | int | str, timeout: float = 30) -> Job:

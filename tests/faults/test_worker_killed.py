@@ -6,7 +6,6 @@ kept taking the cluster's lock from the requested sync before)."""
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from datetime import timedelta
@@ -19,6 +18,7 @@ from core.models import Job
 from fleet.models import Cluster, Node
 from nodeconfig.models import ConfigTarget, NodeConfig
 from nodeconfig.services import emergency_type, latest_delivery
+from tests.workers import queued, unacked_tag
 
 from .conftest import api, serving_edge
 from .processes import wait_until
@@ -157,12 +157,6 @@ def test_a_paced_rollout_completes_every_time_its_worker_is_killed(meridian, adm
         assert not Job.objects.filter(worker__startswith=dead).exclude(status__in=Job.FINISHED).exists()
 
 
-def holds_unacknowledged(broker: redis.Redis, task_id: str) -> bool:
-    """Whether a worker holds a message of task ``task_id`` unacknowledged (kombu's Redis
-    transport keeps them in its ``unacked`` hash, as [message, exchange, routing key])."""
-    return any(json.loads(raw)[0]["headers"]["id"] == task_id for raw in broker.hvals("unacked"))
-
-
 def test_a_job_waiting_for_a_lock_runs_on_the_next_worker_when_its_worker_is_killed(meridian, private_redis, admin_token):
     """The emergency downgrade's delivery waits for its config type's lock (its retry held by the
     worker until its ETA, unacknowledged) when the worker is killed: the next worker runs it
@@ -184,8 +178,8 @@ def test_a_job_waiting_for_a_lock_runs_on_the_next_worker_when_its_worker_is_kil
         delivery = latest_delivery(target)
         wait_until(lambda: Job.objects.get(pk=delivery.pk).status == Job.Status.WAITING, timeout=60, interval=0.05,  # noqa: B023
                    what="the delivery to wait for the lock")
-        wait_until(lambda: holds_unacknowledged(broker, delivery.task_id), timeout=10, interval=0.02,  # noqa: B023
-                   what="the worker to hold the delivery's retry until its ETA")
+        wait_until(lambda: unacked_tag(broker, delivery.task_id) and not queued(broker, delivery.task_id),  # noqa: B023
+                   timeout=10, interval=0.02, what="the worker to hold the delivery's retry until its ETA, none queued")
         worker = "worker" if kill == 0 else f"worker-{kill}"
         meridian.kill(worker)
         killed_at = time.monotonic()
