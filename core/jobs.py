@@ -46,6 +46,7 @@ from .errors import Conflict
 from .locks import LockBusy, holding_as
 from .models import Job
 from .sql import BATCH, on_commit_together
+from .worker_signals import HEARTBEAT_TTL, held_by, live_workers
 
 logger = logging.getLogger(__name__)
 
@@ -57,9 +58,9 @@ REDISPATCH_AFTER = timedelta(minutes=15)
 #: A pending job whose send failed is sent again by the reaper after this long.
 SEND_RETRY_AFTER = timedelta(seconds=5)
 #: A delivered task message that no live worker has said it holds for this many seconds is
-#: put back in its queue (longer than a heartbeat's period: a message just delivered shows
-#: in its worker's next heartbeat first).
-ORPHAN_AFTER = 12.0
+#: put back in its queue: a heartbeat's lifetime, several of its periods, so a message just
+#: delivered shows in its worker's next heartbeat first.
+ORPHAN_AFTER = float(HEARTBEAT_TTL)
 _unheld_since: dict[str, float] = {}
 
 _current: contextvars.ContextVar[Job | None] = contextvars.ContextVar("meridian_job", default=None)
@@ -436,8 +437,6 @@ def _revoke(task_id: str) -> None:
 def worker_alive(worker: str, live: set[str] | None = None) -> bool:
     """Is the worker process ``<node>:<pid>`` still there? Its node's heartbeat says, and on
     this machine's own node the process table does."""
-    from .worker_signals import live_workers
-
     node, _, pid = worker.rpartition(":")
     if live is None:
         live = set(live_workers())
@@ -463,8 +462,6 @@ def reap(*, now: Any = None, heartbeats_after: float | None = None) -> dict[str,
     server's uptime) no worker is judged dead: the restart emptied the heartbeats, which the
     live workers have not written again yet.
     """
-    from .worker_signals import HEARTBEAT_TTL, live_workers
-
     now = now or timezone.now()
     live = set(live_workers())
     epoch, uptime = _broker_server()
@@ -497,8 +494,6 @@ def restore_orphaned(live: set[str]) -> int:
     runs meanwhile is dropped on delivery, as any duplicate.
     """
     from celery import current_app
-
-    from .worker_signals import held_by
 
     with current_app.connection_for_write() as connection:
         channel = connection.default_channel
