@@ -348,17 +348,21 @@ def fail(job: Job, exc: BaseException) -> None:
     _finish(job, Job.Status.FAILED, error=f"{type(exc).__name__}: {exc}"[:4000])
 
 
-def retrying(job: Job, exc: BaseException | None, *, countdown: float | None = None, sent: bool = True) -> None:
+def retrying(job: Job, exc: BaseException | None, *, countdown: float | None = None, sent: bool = True,
+             epoch: str | None = None) -> None:
     """A transient fault: the job waits for its retry (back to pending, the error noted); a
     busy lock: the job is waiting for it (``waiting_for`` says which, and who holds it).
     A retry that could not be ``sent`` (the broker is down) leaves the job unsent: ``reap``
-    sends it again, as it does a change's job whose first send failed."""
+    sends it again, as it does a change's job whose first send failed. ``epoch`` is the
+    broker's run id read before the retry was sent (``reap`` resends a job sent to another)."""
     if isinstance(exc, LockBusy):
         status, fields = Job.Status.WAITING, {"waiting_for": str(exc)[:300]}
     else:
         when = " once the broker is back" if not sent else f" in {countdown:.0f} s" if countdown else ""
         note = f"retrying{when}: {type(exc).__name__}: {exc}" if exc else "retrying"
         status, fields = Job.Status.PENDING, {"error": note[:4000], "waiting_for": ""}
+    if sent and epoch is not None:
+        fields["broker_epoch"] = epoch
     updated = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING).update(
         status=status, worker="", dispatched=timezone.now() if sent else None, **fields)
     if updated:

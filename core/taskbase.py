@@ -132,7 +132,7 @@ class MeridianTask(Task):
             try:
                 result = self._run(args, kwargs, job)
             except Retry as exc:
-                jobs.retrying(job, exc.exc, countdown=_countdown(exc))
+                jobs.retrying(job, exc.exc, countdown=_countdown(exc), epoch=getattr(exc, "broker_epoch", None))
                 raise
             except RetryNotSent as exc:
                 jobs.retrying(job, exc.cause, sent=False)
@@ -192,11 +192,22 @@ class MeridianTask(Task):
 
     def _retry(self, exc: BaseException, countdown: float, **options: Any) -> Retry:
         """Celery's ``retry``, whose failed send (the broker is down: the usual reason for a
-        retry) is a ``RetryNotSent``, not the bare ``Reject`` Celery raises for it."""
+        retry) is a ``RetryNotSent``, not the bare ``Reject`` Celery raises for it.
+
+        The broker's run id is read before the send, as ``jobs.dispatch_many`` reads it, and
+        carried on the ``Retry`` for the job to record: a job whose first delivery beat the
+        sender's bookkeeping had none, and the reaper took its retry for one sent to a broker
+        since restarted and sent it again."""
         try:
-            return self.retry(exc=exc, countdown=countdown, **options)
+            epoch: str | None = jobs.broker_epoch()
+        except Exception:  # the broker is down: the send below fails, or the reaper checks it later
+            epoch = None
+        try:
+            retry = self.retry(exc=exc, countdown=countdown, throw=False, **options)
         except Reject as rejected:
             raise RetryNotSent(exc, rejected.reason) from exc
+        retry.broker_epoch = epoch
+        return retry
 
     def is_transient(self, exc: BaseException) -> bool:
         """Worth retrying as it is: an infrastructure fault, or an error that says so (``transient``)."""

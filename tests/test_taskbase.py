@@ -12,10 +12,11 @@ from datetime import timedelta
 
 import pytest
 from celery import shared_task
-from celery.exceptions import Reject
+from celery.exceptions import Reject, Retry
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from core.jobs import enqueue, reap
+from core.jobs import broker_epoch, enqueue, reap
+from core.locks import LockBusy
 from core.models import Job
 from core.taskbase import idle_unless, nothing_done
 
@@ -35,6 +36,11 @@ def failing_pass() -> dict:
 @shared_task(name="tests.redis_went_away")
 def redis_went_away() -> None:
     raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+
+@shared_task(name="tests.lock_was_busy")
+def lock_was_busy() -> None:
+    raise LockBusy("tests", "job 1 (tests)")
 
 
 @pytest.mark.parametrize(("result", "idle"), [
@@ -192,3 +198,28 @@ def test_a_retry_the_broker_cannot_take_leaves_the_job_to_the_outbox_not_succeed
         purge_queues()
     job.refresh_from_db()
     assert job.status == Job.Status.PENDING and job.dispatched is not None
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("task", "status"), [(redis_went_away, Job.Status.PENDING), (lock_was_busy, Job.Status.WAITING)])
+def test_a_retry_records_the_broker_it_was_sent_to_so_the_reaper_does_not_send_it_again(task, status):
+    """A worker can start a job before its sender records where it sent it (``dispatch_many``
+    updates only jobs still queued), leaving the job's broker epoch empty. Its retry then
+    looked to the reaper like a message sent to a broker since restarted, and the reaper sent
+    the job a second time. The retry records the run id of the broker it went to."""
+    job = enqueue(task.name)
+    assert job.broker_epoch == "" and job.dispatched is None
+    task.push_request(id=job.task_id, is_eager=False, called_directly=False, retries=0,
+                      hostname="worker@test", args=[], kwargs={"job_id": job.pk})
+    try:
+        with pytest.raises(Retry):
+            task(job_id=job.pk)
+    finally:
+        task.pop_request()
+    try:
+        job.refresh_from_db()
+        assert job.status == status and job.dispatched is not None
+        assert job.broker_epoch == broker_epoch()
+        assert reap()["resent"] == 0, "the retry is in the broker: nothing to send again"
+    finally:
+        purge_queues()
