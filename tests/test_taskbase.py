@@ -173,6 +173,18 @@ def broker_unreachable() -> Iterator[None]:
         app.conf.broker_url, app._pool, app.amqp._producer_pool = saved
 
 
+@contextlib.contextmanager
+def delivered(task, job: Job) -> Iterator[None]:
+    """``task`` called as a worker runs the delivery of ``job``'s message (not called directly:
+    its faults are retried through the broker)."""
+    task.push_request(id=job.task_id, is_eager=False, called_directly=False, retries=0,
+                      hostname="worker@test", args=[], kwargs={"job_id": job.pk})
+    try:
+        yield
+    finally:
+        task.pop_request()
+
+
 @pytest.mark.django_db
 def test_a_retry_the_broker_cannot_take_leaves_the_job_to_the_outbox_not_succeeded():
     """Redis went away during a task, so the transient fault's retry could not be sent either:
@@ -180,14 +192,8 @@ def test_a_retry_the_broker_cannot_take_leaves_the_job_to_the_outbox_not_succeed
     (an emergency downgrade's restore said "delivered" while 120 nodes kept the downgrade, in
     the Redis fault trial). The job stays pending and unsent, and the reaper sends it again."""
     job = enqueue("tests.redis_went_away")
-    with broker_unreachable():
-        redis_went_away.push_request(id=job.task_id, is_eager=False, called_directly=False, retries=0,
-                                     hostname="worker@test", args=[], kwargs={"job_id": job.pk})
-        try:
-            with pytest.raises(Reject):
-                redis_went_away(job_id=job.pk)
-        finally:
-            redis_went_away.pop_request()
+    with broker_unreachable(), delivered(redis_went_away, job), pytest.raises(Reject):
+        redis_went_away(job_id=job.pk)
     job.refresh_from_db()
     assert job.status == Job.Status.PENDING and job.dispatched is None and job.worker == ""
     assert job.error.startswith("retrying once the broker is back: ConnectionError"), job.error
@@ -209,13 +215,8 @@ def test_a_retry_records_the_broker_it_was_sent_to_so_the_reaper_does_not_send_i
     the job a second time. The retry records the run id of the broker it went to."""
     job = enqueue(task.name)
     assert job.broker_epoch == "" and job.dispatched is None
-    task.push_request(id=job.task_id, is_eager=False, called_directly=False, retries=0,
-                      hostname="worker@test", args=[], kwargs={"job_id": job.pk})
-    try:
-        with pytest.raises(Retry):
-            task(job_id=job.pk)
-    finally:
-        task.pop_request()
+    with delivered(task, job), pytest.raises(Retry):
+        task(job_id=job.pk)
     try:
         job.refresh_from_db()
         assert job.status == status and job.dispatched is not None
