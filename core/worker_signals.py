@@ -9,7 +9,9 @@ round trips, 180 ms of every overview, /readyz and /metrics once the fleet's key
 With each heartbeat a worker also says which task messages it holds unacknowledged (running,
 reserved, or waiting for their ETA: ``HELD_KEY``), so the reaper can put back in their queue
 the ones delivered to a worker that is gone (``core.jobs.reap``), instead of leaving them to
-the broker's visibility timeout (ten minutes). A task message sent while a request is served
+the broker's visibility timeout (ten minutes); a channel closed after its broken connection
+leaves what it held to that reaper instead of stopping Celery (``_leave_to_the_reaper_once_closed``).
+A task message sent while a request is served
 carries the request's id (``core.logs``); the
 task runs with it bound, so its log lines and audit entries name the request that asked for
 the work. Bulk work that builds millions of objects (an inventory sync) pauses the cyclic
@@ -18,11 +20,12 @@ collector meanwhile (``collector_paused``).
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -78,6 +81,48 @@ def held_deliveries(consumer: Any) -> list[str]:
     channel = getattr(getattr(consumer, "task_consumer", None), "channel", None)
     delivered = getattr(getattr(channel, "_qos", None), "_delivered", None)
     return list(delivered.copy()) if delivered else []
+
+
+def _leave_to_the_reaper_once_closed(method: Callable[..., Any]) -> Callable[..., Any]:
+    """kombu's Redis ``QoS`` method ``method`` (restoring a closing channel's unacknowledged
+    messages; acknowledging or rejecting one), made to leave the message to the reaper when the
+    channel has lost its connection.
+
+    When Redis goes away, Celery closes the broken connection. The channel, closed after it,
+    restores what it held through a transport that has let go of its client; a task that was
+    running acknowledges its message through that closed channel. Both raise ``AttributeError``
+    (``NoneType`` has no ``hostname``, no ``client``), which is not among the connection errors
+    Celery ignores there: "Unrecoverable error", and Celery stops (the kombu family of #582 and
+    #970). Left alone, the message stays in the broker's ``unacked`` hash, held by nobody: the
+    reaper puts it back in its queue (``core.jobs.restore_orphaned``), and a delivery of a job
+    that has finished is dropped.
+    """
+
+    @functools.wraps(method)
+    def unless_disconnected(qos: Any, *args: Any, **kwargs: Any) -> Any:
+        channel = qos.channel
+        transport = channel.connection
+        if transport is None or getattr(transport, "client", None) is None:
+            logger.warning("kombu %s on a channel whose broker connection is gone: its task message(s) "
+                           "left for the reaper to put back (%d held)", method.__name__, len(qos._delivered))
+            qos._delivered.clear()  # held by nobody now (a second close finds nothing to restore)
+            return None
+        return method(qos, *args, **kwargs)
+
+    unless_disconnected.meridian_guarded = True  # type: ignore[attr-defined]
+    return unless_disconnected
+
+
+def _guard_disconnected_channels() -> None:
+    from kombu.transport.redis import QoS
+
+    for name in ("restore_unacked", "ack", "reject"):
+        method = getattr(QoS, name)
+        if not getattr(method, "meridian_guarded", False):
+            setattr(QoS, name, _leave_to_the_reaper_once_closed(method))
+
+
+_guard_disconnected_channels()
 
 
 def forget_worker(hostname: str) -> None:
