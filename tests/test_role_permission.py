@@ -5,11 +5,15 @@ cycle (``APIRequestFactory``), so the check is the one every real view gets."""
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.models import Group, Permission
 from django.http import Http404
 from rest_framework.response import Response
 from rest_framework.test import APIRequestFactory, force_authenticate
 from rest_framework.views import APIView
 
+from core.backends import MeridianBackend
 from core.models import Job
 from core.permissions import RolePermission
 
@@ -118,3 +122,22 @@ def test_a_read_only_token_writes_nothing_even_where_a_viewset_has_a_preview_met
     assert read_only.delete(url, {"reason": "x"}, format="json").status_code == 403
     assert read_only.post("/api/v1/nodeconfig/targets/", {}, format="json").status_code == 403
     assert read_only.post("/api/v1/nodeconfig/targets/import/", {"yaml": ""}, format="json").status_code == 403
+
+
+def test_a_users_permissions_are_read_in_one_query_and_are_djangos(django_assert_num_queries):
+    """The role check reads the user's own permissions and their groups' in one query (Django's
+    backend makes two, on every request); the answer is the one Django's backend gives."""
+    user = get_user_model().objects.create_user("perm-reader", password="x")
+    role = Group.objects.create(name="perm-readers")
+    role.permissions.add(Permission.objects.get(codename="view_job"), Permission.objects.get(codename="cancel_job"))
+    user.groups.add(role)
+    user.user_permissions.add(Permission.objects.get(codename="view_job"), Permission.objects.get(codename="add_group"))
+    fresh = get_user_model().objects.get(pk=user.pk)
+    with django_assert_num_queries(1):
+        assert fresh.has_perm("core.cancel_job") and fresh.has_perm("auth.add_group") and not fresh.has_perm("core.delete_job")
+    assert fresh.get_all_permissions() == {"core.view_job", "core.cancel_job", "auth.add_group"}
+    django = get_user_model().objects.get(pk=user.pk)
+    assert fresh.get_all_permissions() == ModelBackend().get_all_permissions(django)
+    admin = get_user_model().objects.create_superuser("perm-admin", password="x")
+    assert MeridianBackend().get_all_permissions(admin) == ModelBackend().get_all_permissions(
+        get_user_model().objects.get(pk=admin.pk)) and len(admin.get_all_permissions()) == Permission.objects.count()
