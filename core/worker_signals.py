@@ -11,8 +11,7 @@ reserved, or waiting for their ETA: ``HELD_KEY``), so the reaper can put back in
 the ones delivered to a worker that is gone (``core.jobs.reap``), instead of leaving them to
 the broker's visibility timeout (ten minutes); a channel closed after its broken connection
 leaves what it held to that reaper instead of stopping Celery (``_leave_to_the_reaper_once_closed``).
-A task message sent while a request is served
-carries the request's id (``core.logs``); the
+A task message sent while a request is served carries the request's id (``core.logs``); the
 task runs with it bound, so its log lines and audit entries name the request that asked for
 the work. Bulk work that builds millions of objects (an inventory sync) pauses the cyclic
 collector meanwhile (``collector_paused``).
