@@ -8,7 +8,10 @@ URLs and refuses to start with any of the embedded mode's insecure defaults.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import secrets
+import tempfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -32,13 +35,25 @@ PRODUCTION = MERIDIAN_ENV == "production"
 EMBEDDED_REDIS_SOCKET = VAR_DIR / "redis.sock"
 
 
-def _embedded_secret_key() -> str:
-    """A per-installation key kept under var/, so sessions survive restarts."""
-    path = VAR_DIR / "secret_key"
+def _embedded_secret_key(var_dir: Path) -> str:
+    """A per-installation key kept under var/, so sessions survive restarts.
+
+    Made whole, once, whatever starts at the same moment (two web processes, a worker, beat):
+    written to a file of its own, then linked in place, which fails if another process got
+    there first. Written in place, a process that read the file between another's create and
+    write got an empty key (a 500, "The SECRET_KEY setting must not be empty", on its first
+    request), and two that both found none each wrote one (keys that disagree)."""
+    path = var_dir / "secret_key"
     if not path.exists():
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+        var_dir.mkdir(parents=True, exist_ok=True)
+        fd, draft = tempfile.mkstemp(dir=var_dir, prefix=".secret_key.")  # mode 0600
+        try:
+            with os.fdopen(fd, "w") as file:
+                file.write(secrets.token_urlsafe(50))
+            with contextlib.suppress(FileExistsError):  # another process's key is the key
+                os.link(draft, path)
+        finally:
+            os.unlink(draft)
     return path.read_text().strip()
 
 
@@ -53,7 +68,7 @@ if PRODUCTION:
     if DEBUG:
         raise ImproperlyConfigured("DEBUG must be off in production mode")
 else:
-    SECRET_KEY = env.str("SECRET_KEY", default="") or _embedded_secret_key()
+    SECRET_KEY = env.str("SECRET_KEY", default="") or _embedded_secret_key(VAR_DIR)
     DEBUG = env.bool("DEBUG", default=False)
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])

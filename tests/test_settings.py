@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -56,3 +57,31 @@ def test_embedded_default_needs_nothing_set(tmp_path):
     result = run_manage(["check"], {"MERIDIAN_VAR_DIR": str(tmp_path), "REDIS_URL": ""})
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "secret_key").stat().st_mode & 0o777 == 0o600
+
+
+def test_processes_starting_together_all_read_the_one_whole_secret_key(tmp_path):
+    """The embedded default's key is made by whichever process starts first: the web processes,
+    the worker and beat of a fresh installation start together, and each must read the same,
+    whole key. One read it while another was still writing it (empty: every request a 500,
+    "The SECRET_KEY setting must not be empty"), or two each wrote their own."""
+    from config.settings import _embedded_secret_key
+
+    context = multiprocessing.get_context("fork")
+    for round_ in range(20):
+        var_dir = tmp_path / f"var-{round_}"
+        start = context.Barrier(8)
+        keys = context.Queue()
+
+        def read_key() -> None:
+            start.wait()  # noqa: B023
+            keys.put(_embedded_secret_key(var_dir))  # noqa: B023
+
+        processes = [context.Process(target=read_key) for _ in range(8)]
+        for process in processes:
+            process.start()
+        seen = [keys.get(timeout=30) for _ in processes]
+        for process in processes:
+            process.join(timeout=30)
+        assert len(set(seen)) == 1 and len(seen[0]) >= 50, f"round {round_}: {[len(key) for key in set(seen)]}"
+        assert (var_dir / "secret_key").stat().st_mode & 0o777 == 0o600
+        assert [path.name for path in var_dir.iterdir()] == ["secret_key"], "no draft left behind"
