@@ -3,13 +3,19 @@ database and a private Redis. Marked ``faults`` (slow; ``.ci/run`` runs it once)
 
 from __future__ import annotations
 
+import uuid
+
 import httpx
 import pytest
+import redis
 from django.contrib.auth.models import Group
 from django.db import connection
 
-from core.models import APIToken
+from core.models import APIToken, Job
 from fleet.models import Cluster
+from nodeconfig.models import ConfigTarget
+from nodeconfig.services import emergency_type, latest_delivery
+from tests.workers import queued, unacked_tag
 
 from .processes import Meridian, PrivateRedis, wait_until
 
@@ -78,3 +84,31 @@ def serving_edge(meridian: Meridian, token: str, *, nodes: int, seed: int, synce
     assert registered.status_code == 201
     wait_until(lambda: Cluster.objects.get(name="edge").node_count >= synced, timeout=90, what="the first sync")
     return client
+
+
+def emergency_lock() -> str:
+    """The Redis key of the emergency config type's lock (``core.locks.KEY``)."""
+    return "meridian:lock:nodeconfig-type-{}".format(emergency_type().pk)
+
+
+def press_while_locked(client: httpx.Client, broker: redis.Redis, round_: int, target: ConfigTarget | None) -> tuple[ConfigTarget, Job]:
+    """The emergency downgrade of ``edge`` pressed (even rounds) or restored (odd ones: ``target``
+    is the downgrade) while its config type's lock is held, as by a long reconcile: the
+    downgrade and its delivery job, once the worker holds the delivery's retry unacknowledged
+    until its ETA and none of its messages is queued."""
+    broker.set(emergency_lock(), f"{uuid.uuid4().hex} the fault suite", px=120_000)
+    if round_ % 2 == 0:
+        pressed = client.post("/api/v1/nodeconfig/emergency-downgrade/",
+                              json={"cluster": "edge", "reason": f"round {round_}", "confirm": "DOWNGRADE"})
+        assert pressed.status_code == 201, pressed.text
+        target = ConfigTarget.objects.get(pk=pressed.json()["id"])
+    else:
+        assert target is not None
+        restored = client.post(f"/api/v1/nodeconfig/emergency-downgrade/{target.pk}/restore/", json={"reason": f"round {round_}"})
+        assert restored.status_code == 200, restored.text
+    delivery = latest_delivery(target)
+    wait_until(lambda: Job.objects.get(pk=delivery.pk).status == Job.Status.WAITING, timeout=60, interval=0.05,
+               what="the delivery to wait for the lock")
+    wait_until(lambda: unacked_tag(broker, delivery.task_id) and not queued(broker, delivery.task_id),
+               timeout=10, interval=0.02, what="the worker to hold the delivery's retry until its ETA, none queued")
+    return target, delivery

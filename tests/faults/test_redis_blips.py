@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import random
 import time
-import uuid
 from collections.abc import Callable
 
 import httpx
@@ -23,10 +22,8 @@ from django.db.models import Q
 from core.models import Job
 from fleet.models import Node
 from nodeconfig.models import ConfigTarget, NodeConfig
-from nodeconfig.services import emergency_type, latest_delivery
-from tests.workers import queued, unacked_tag
 
-from .conftest import serving_edge
+from .conftest import press_while_locked, serving_edge
 from .processes import wait_until
 
 ROUNDS = 10
@@ -184,24 +181,10 @@ def test_a_redis_outage_while_the_worker_holds_a_message_does_not_stop_its_celer
     times in ten outages). The message is left to the reaper, Celery reconnects by itself, and
     the delivery runs once Redis is back."""
     client = serving_edge(meridian, admin_token, nodes=60, seed=4, synced=55)
-    lock = "meridian:lock:nodeconfig-type-{}".format(emergency_type().pk)  # core.locks.KEY
+    target = None
     for round_ in range(3):
         broker = redis.Redis.from_url(private_redis.url)
-        broker.set(lock, f"{uuid.uuid4().hex} the fault suite", px=120_000)
-        if round_ % 2 == 0:
-            pressed = client.post("/api/v1/nodeconfig/emergency-downgrade/",
-                                  json={"cluster": "edge", "reason": f"round {round_}", "confirm": "DOWNGRADE"})
-            assert pressed.status_code == 201, pressed.text
-            target = ConfigTarget.objects.get(pk=pressed.json()["id"])
-        else:
-            restored = client.post(f"/api/v1/nodeconfig/emergency-downgrade/{target.pk}/restore/",
-                                   json={"reason": f"round {round_}"})
-            assert restored.status_code == 200, restored.text
-        delivery = latest_delivery(target)
-        wait_until(lambda: Job.objects.get(pk=delivery.pk).status == Job.Status.WAITING, timeout=60, interval=0.05,  # noqa: B023
-                   what="the delivery to wait for the lock")
-        wait_until(lambda: unacked_tag(broker, delivery.task_id) and not queued(broker, delivery.task_id),  # noqa: B023
-                   timeout=10, interval=0.02, what="the worker to hold the delivery's retry until its ETA")
+        target, delivery = press_while_locked(client, broker, round_, target)
         broker.close()
         private_redis.stop()  # the lock goes with it
         time.sleep(3)

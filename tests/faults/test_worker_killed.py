@@ -7,7 +7,6 @@ kept taking the cluster's lock from the requested sync before)."""
 from __future__ import annotations
 
 import time
-import uuid
 from datetime import timedelta
 
 import redis
@@ -17,10 +16,8 @@ from django.utils import timezone
 from core.models import Job
 from fleet.models import Cluster, Node
 from nodeconfig.models import ConfigTarget, NodeConfig
-from nodeconfig.services import emergency_type, latest_delivery
-from tests.workers import queued, unacked_tag
 
-from .conftest import api, serving_edge
+from .conftest import api, emergency_lock, press_while_locked, serving_edge
 from .processes import wait_until
 
 KILLS = 3
@@ -164,27 +161,14 @@ def test_a_job_waiting_for_a_lock_runs_on_the_next_worker_when_its_worker_is_kil
     visibility timeout (ten minutes: the downgrade said "delivery pending" all that time)."""
     client = serving_edge(meridian, admin_token, nodes=60, seed=4, synced=55)
     broker = redis.Redis.from_url(private_redis.url)
-    lock = "meridian:lock:nodeconfig-type-{}".format(emergency_type().pk)  # core.locks.KEY
+    target = None
     for kill in range(KILLS):
-        broker.set(lock, f"{uuid.uuid4().hex} the fault suite", px=120_000)
-        if kill % 2 == 0:
-            pressed = client.post("/api/v1/nodeconfig/emergency-downgrade/",
-                                  json={"cluster": "edge", "reason": f"round {kill}", "confirm": "DOWNGRADE"})
-            assert pressed.status_code == 201, pressed.text
-            target = ConfigTarget.objects.get(pk=pressed.json()["id"])
-        else:
-            restored = client.post(f"/api/v1/nodeconfig/emergency-downgrade/{target.pk}/restore/", json={"reason": f"round {kill}"})
-            assert restored.status_code == 200, restored.text
-        delivery = latest_delivery(target)
-        wait_until(lambda: Job.objects.get(pk=delivery.pk).status == Job.Status.WAITING, timeout=60, interval=0.05,  # noqa: B023
-                   what="the delivery to wait for the lock")
-        wait_until(lambda: unacked_tag(broker, delivery.task_id) and not queued(broker, delivery.task_id),  # noqa: B023
-                   timeout=10, interval=0.02, what="the worker to hold the delivery's retry until its ETA, none queued")
+        target, delivery = press_while_locked(client, broker, kill, target)
         worker = "worker" if kill == 0 else f"worker-{kill}"
         meridian.kill(worker)
         killed_at = time.monotonic()
         assert Job.objects.get(pk=delivery.pk).status == Job.Status.WAITING, "killed while its retry waited for its ETA"
-        broker.delete(lock)
+        broker.delete(emergency_lock())
         meridian.start_worker(f"worker-{kill + 1}")
 
         (row,) = settled([delivery], killed_at)
