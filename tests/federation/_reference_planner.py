@@ -7,23 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["WILDCARD", "ClusterPreference", "fnv1_32", "plan"]
+# Unchanged by the speed-up, so taken from the live module: the preference type and the wildcard.
+from federation.planner import WILDCARD, ClusterPreference
 
-#: Preference key that applies to every cluster without an explicit entry.
-WILDCARD = "*"
+__all__ = ["fnv1_32", "plan"]
 
 _FNV32_OFFSET_BASIS = 0x811C9DC5
 _FNV32_PRIME = 0x01000193
 _UINT32_MASK = 0xFFFFFFFF
-
-
-@dataclass(frozen=True)
-class ClusterPreference:
-    """See :class:`federation.planner.ClusterPreference`."""
-
-    weight: int
-    min_replicas: int = 0
-    max_replicas: int | None = None
 
 
 @dataclass(frozen=True)
@@ -197,12 +188,7 @@ def _desired_plan(
 
 def _trim_overflow(overflow: Mapping[str, int], unplaced: int) -> dict[str, int]:
     """See :func:`federation.planner._trim_overflow`."""
-    trimmed: dict[str, int] = {}
-    for cluster, value in overflow.items():
-        value = min(value, unplaced)
-        if value > 0:
-            trimmed[cluster] = value
-    return trimmed
+    return {cluster: min(value, unplaced) for cluster, value in overflow.items() if min(value, unplaced) > 0}
 
 
 def _current_plan(
@@ -294,17 +280,8 @@ def _check_non_negative(
                 raise ValueError(f"{label}[{name!r}] must not be negative: {value}")
 
 
-def plan(
-    preferences: Mapping[str, ClusterPreference],
-    total: int,
-    clusters: Sequence[str],
-    current: Mapping[str, int],
-    estimated_capacity: Mapping[str, int],
-    limited_capacity: Mapping[str, int],
-    key: str = "",
-    avoid_migration: bool = False,
-    keep_unschedulable: bool = False,
-) -> tuple[dict[str, int], dict[str, int]]:
+def plan(preferences, total, clusters, current, estimated_capacity, limited_capacity,
+         key="", avoid_migration=False, keep_unschedulable=False):
     """See :func:`federation.planner.plan`."""
     _check_non_negative(preferences, total, current, estimated_capacity, limited_capacity)
     resolved = _resolve(preferences, clusters)

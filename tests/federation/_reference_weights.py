@@ -7,25 +7,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-__all__ = [
-    "DEFAULT_SUPPLY_LIMIT_RATIO",
-    "GPU_RESOURCE",
-    "TOTAL_WEIGHT",
-    "available_to_weights",
-    "dynamic_weights",
-    "go_round",
-    "reported_resources",
-    "weight_limits",
-]
+# Unchanged by the speed-up, so taken from the live module: the constants and the status reading.
+from federation.weights import DEFAULT_SUPPLY_LIMIT_RATIO, GPU_RESOURCE, TOTAL_WEIGHT, reported_resources
 
-#: SREs' empirical cap: a cluster's weight is at most 1.4 times its size share.
-DEFAULT_SUPPLY_LIMIT_RATIO = 1.4
-#: Weights are per mille.
-TOTAL_WEIGHT = 1000
-#: Resource used instead of CPU when a workload requests GPUs.
-GPU_RESOURCE = "nvidia.com/gpu"
-#: Resources every cluster reports, as 0 when its status lacks them.
-_ALWAYS_REPORTED = ("cpu", "memory", GPU_RESOURCE)
+__all__ = ["GPU_RESOURCE", "available_to_weights", "dynamic_weights", "go_round", "weight_limits"]
 
 ClusterCapacity = tuple[str, Mapping[str, int] | None, Mapping[str, int] | None]
 
@@ -91,16 +76,11 @@ def _capped_shares(
 
 
 def _normalise(shares: Mapping[str, int]) -> dict[str, int]:
-    """See :func:`federation.weights._normalise`."""
+    """See :func:`federation.weights._normalise` (the first of the heaviest takes the remainder)."""
     share_sum = sum(shares.values())
-    weights: dict[str, int] = {}
-    heaviest, heaviest_weight = None, 0
-    for name, share in shares.items():
-        weight = go_round(float(share) / float(share_sum) * TOTAL_WEIGHT)
-        if weight > heaviest_weight:
-            heaviest, heaviest_weight = name, weight
-        weights[name] = weight
-    if heaviest is not None:
+    weights = {name: go_round(float(share) / float(share_sum) * TOTAL_WEIGHT) for name, share in shares.items()}
+    heaviest = max(weights, key=weights.__getitem__, default=None)
+    if heaviest is not None and weights[heaviest] > 0:
         weights[heaviest] += TOTAL_WEIGHT - sum(weights.values())
     return weights
 
@@ -122,14 +102,6 @@ def available_to_weights(
     if sum(shares.values()) == 0:
         return _equal_split(list(availables))
     return _normalise(shares)
-
-
-def reported_resources(resources: Mapping[str, int] | None) -> dict[str, int]:
-    """See :func:`federation.weights.reported_resources`."""
-    merged: dict[str, int] = {name: 0 for name in _ALWAYS_REPORTED}
-    if resources:
-        merged.update(resources)
-    return merged
 
 
 def dynamic_weights(
