@@ -13,18 +13,8 @@ from federation.planner import ClusterPreference
 from kube.labels import Selector
 from kube.taints import Toleration, parse_tolerations, prefer_no_schedule_tolerations
 
+from . import explain as narrative
 from .context import Context, affinity_of, gvk_spellings, placement_of, score_resources
-from .explain import (
-    DUPLICATE_LINE,
-    explain_filters,
-    explain_replicas,
-    explain_result,
-    explain_scores,
-    explain_select,
-    explain_sticky,
-    fail_result,
-    header_line,
-)
 from .filters import filter_plugins, filter_reasons
 from .framework import apply_replica_plan, keep_sticky, replicas_skipped, schedule
 from .profiles import DEFAULT_PROFILE, PHASES, PROFILES, REGISTRIES, Profile
@@ -415,11 +405,11 @@ class ClusterSnapshot:
         if preferred_error is not None:
             return self._fail(result, preferred_error, explain)
         if explain:
-            result.explanation.append(header_line(ctx, len(self.clusters)))
+            result.explanation.append(narrative.header_line(ctx, len(self.clusters)))
         if unit.sticky_cluster and ctx.current:
             keep_sticky(ctx, result)
             if explain:
-                explain_sticky(result, self.clusters)
+                narrative.explain_sticky(result, self.clusters)
             return result
         try:
             self._schedule(ctx, keys, result, explain)
@@ -450,7 +440,7 @@ class ClusterSnapshot:
 
     def _fail(self, result: ScheduleResult, message: str, explain: bool) -> ScheduleResult:
         if explain:
-            return fail_result(result, message, self.clusters)
+            return narrative.fail_result(result, message, self.clusters)
         result.error = message
         result.clusters = {}
         return result
@@ -564,29 +554,29 @@ class ClusterSnapshot:
         phases = self._phases(ctx, caches, keys, base, reasons, flipped)
         result.feasible = list(phases.feasible)
         if explain:
-            explain_filters(result, self.clusters, prof)
+            narrative.explain_filters(result, self.clusters, prof)
         if not phases.feasible:
             if explain:
-                explain_result(result)
+                narrative.explain_result(result)
             return
         result.share_scores(phases.scores)
         result.total_scores = dict(phases.totals)
         if explain:
-            explain_scores(result, prof)
+            narrative.explain_scores(result, prof)
         if phases.error is not None:
             raise UnitError(phases.error)
         result.selected = list(phases.selected)
         result.not_selected = dict(phases.not_selected)
         if explain:
-            explain_select(result, prof, ctx.unit.max_clusters)
+            narrative.explain_select(result, prof, ctx.unit.max_clusters)
         if ctx.mode == DUPLICATE:
             result.clusters = dict.fromkeys(result.selected)
             if explain:
-                result.explanation.append(DUPLICATE_LINE)
+                result.explanation.append(narrative.DUPLICATE_LINE)
         else:
             self._replicas(ctx, caches, keys, result, explain)
         if explain:
-            explain_result(result)
+            narrative.explain_result(result)
 
     def _filter_base(self, ctx: Context, caches: _ProfileCaches, keys: _UnitKeys) -> _FilterBase:
         """Every cluster's filter reasons for a unit running nowhere, cached per filter key.
@@ -717,7 +707,7 @@ class ClusterSnapshot:
         plan_ = plan_replicas(ctx, inputs)
         apply_replica_plan(result, ctx, plan_)
         if explain:
-            explain_replicas(result, ctx, plan_)
+            narrative.explain_replicas(result, ctx, plan_)
 
 
 def schedule_many(

@@ -6,23 +6,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import types
 from .filters import FILTER_PLUGINS
 from .replicas import REPLICAS_PLUGINS
 from .scores import SCORE_PLUGINS
 from .select import SELECT_PLUGINS
-from .types import (
-    API_RESOURCES,
-    CLUSTER_AFFINITY,
-    CLUSTER_CAPACITY_WEIGHT,
-    CLUSTER_READY,
-    CLUSTER_RESOURCES_BALANCED_ALLOCATION,
-    CLUSTER_RESOURCES_FIT,
-    CLUSTER_RESOURCES_LEAST_ALLOCATED,
-    MAX_CLUSTER,
-    PLACEMENT_FILTER,
-    TAINT_TOLERATION,
-    UnitError,
-)
+from .types import UnitError
 
 PHASES = ("filters", "scores", "select", "replicas")
 
@@ -101,10 +90,16 @@ REGISTRIES: dict[str, Mapping[str, Any]] = {
 #: Upstream's default plugins, plus ClusterReady (Meridian lists unready and cordoned clusters too).
 DEFAULT_PROFILE = Profile(
     name="default",
-    filters=(CLUSTER_READY, API_RESOURCES, TAINT_TOLERATION, CLUSTER_RESOURCES_FIT, PLACEMENT_FILTER, CLUSTER_AFFINITY),
-    scores=(TAINT_TOLERATION, CLUSTER_RESOURCES_BALANCED_ALLOCATION, CLUSTER_RESOURCES_LEAST_ALLOCATED, CLUSTER_AFFINITY),
-    select=(MAX_CLUSTER,),
-    replicas=(CLUSTER_CAPACITY_WEIGHT,),
+    filters=(
+        types.CLUSTER_READY, types.API_RESOURCES, types.TAINT_TOLERATION, types.CLUSTER_RESOURCES_FIT,
+        types.PLACEMENT_FILTER, types.CLUSTER_AFFINITY,
+    ),
+    scores=(
+        types.TAINT_TOLERATION, types.CLUSTER_RESOURCES_BALANCED_ALLOCATION, types.CLUSTER_RESOURCES_LEAST_ALLOCATED,
+        types.CLUSTER_AFFINITY,
+    ),
+    select=(types.MAX_CLUSTER,),
+    replicas=(types.CLUSTER_CAPACITY_WEIGHT,),
 )
 
 #: Profiles known by name (the API resolves a policy's ``schedulingProfile`` here).

@@ -8,16 +8,7 @@ from rest_framework import serializers
 
 from core import concurrency
 
-from ..models import (
-    NodeSchedulerConfig,
-    NodeSchedulerConfigRevision,
-    PodSchedulerConfig,
-    PodSchedulerConfigRevision,
-    SchedulerConfigBinding,
-    SchedulerConfigBindingRevision,
-    SchedulingPolicy,
-    SchedulingPolicyRevision,
-)
+from .. import models
 
 
 class ETagMixin(serializers.Serializer):
@@ -31,7 +22,7 @@ class ETagMixin(serializers.Serializer):
 
 class SchedulingPolicySerializer(ETagMixin, serializers.ModelSerializer):
     class Meta:
-        model = SchedulingPolicy
+        model = models.SchedulingPolicy
         fields = ["id", "name", "description", "config", "is_default", "revision", "etag", "created", "updated"]
         read_only_fields = fields
 
@@ -46,7 +37,7 @@ class SchedulingPolicyWriteSerializer(serializers.Serializer):
 
 class SchedulingPolicyRevisionSerializer(serializers.ModelSerializer):
     class Meta:
-        model = SchedulingPolicyRevision
+        model = models.SchedulingPolicyRevision
         fields = ["number", "action", "description", "config", "rollback_of", "reason", "created_by", "created"]
         read_only_fields = fields
 
@@ -66,14 +57,14 @@ class TemplateSerializerBase(ETagMixin, serializers.ModelSerializer):
 
 class NodeSchedulerConfigSerializer(TemplateSerializerBase):
     class Meta:
-        model = NodeSchedulerConfig
+        model = models.NodeSchedulerConfig
         fields = ["id", "kind", "name", "description", "spec", "placeholders", "revision", "etag", "created", "updated"]
         read_only_fields = fields
 
 
 class PodSchedulerConfigSerializer(TemplateSerializerBase):
     class Meta:
-        model = PodSchedulerConfig
+        model = models.PodSchedulerConfig
         fields = NodeSchedulerConfigSerializer.Meta.fields
         read_only_fields = fields
 
@@ -100,22 +91,22 @@ class SpecRevisionSerializer(serializers.Serializer):
 
 class NodeSchedulerConfigRevisionSerializer(SpecRevisionSerializer):
     class Meta:
-        model = NodeSchedulerConfigRevision
+        model = models.NodeSchedulerConfigRevision
 
 
 class PodSchedulerConfigRevisionSerializer(SpecRevisionSerializer):
     class Meta:
-        model = PodSchedulerConfigRevision
+        model = models.PodSchedulerConfigRevision
 
 
 class SchedulerConfigBindingRevisionSerializer(SpecRevisionSerializer):
     class Meta:
-        model = SchedulerConfigBindingRevision
+        model = models.SchedulerConfigBindingRevision
 
 
 class SchedulerConfigBindingSerializer(ETagMixin, serializers.ModelSerializer):
     class Meta:
-        model = SchedulerConfigBinding
+        model = models.SchedulerConfigBinding
         fields = ["id", "name", "namespace", "description", "spec", "revision", "etag", "created", "updated"]
         read_only_fields = fields
 
