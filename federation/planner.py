@@ -42,6 +42,8 @@ import numpy as np
 __all__ = ["WILDCARD", "ClusterPreference", "Resolved", "fnv1_32", "plan", "plan_resolved", "resolve"]
 
 T = TypeVar("T")
+#: Replicas (or room for them) per cluster name.
+Counts = Mapping[str, int]
 
 #: Preference key that applies to every cluster without an explicit entry.
 WILDCARD = "*"
@@ -665,17 +667,9 @@ def resolve(preferences: Mapping[str, ClusterPreference], clusters: Sequence[str
 # --------------------------------------------------------------------------- plan
 
 
-def plan(
-    preferences: Mapping[str, ClusterPreference],
-    total: int,
-    clusters: Sequence[str],
-    current: Mapping[str, int],
-    estimated_capacity: Mapping[str, int],
-    limited_capacity: Mapping[str, int],
-    key: str = "",
-    avoid_migration: bool = False,
-    keep_unschedulable: bool = False,
-) -> tuple[dict[str, int], dict[str, int]]:
+def plan(preferences: Mapping[str, ClusterPreference], total: int, clusters: Sequence[str], current: Counts,
+         estimated_capacity: Counts, limited_capacity: Counts, key: str = "", avoid_migration: bool = False,
+         keep_unschedulable: bool = False) -> tuple[dict[str, int], dict[str, int]]:
     """Split ``total`` replicas over ``clusters``; return ``(plan, overflow)``.
 
     ``plan`` has an entry (possibly 0) for every available cluster that has a
@@ -699,16 +693,9 @@ def plan(
     )
 
 
-def plan_resolved(
-    resolved: Resolved,
-    total: int,
-    current: Mapping[str, int],
-    estimated_capacity: Mapping[str, int],
-    limited_capacity: Mapping[str, int],
-    key: str = "",
-    avoid_migration: bool = False,
-    keep_unschedulable: bool = False,
-) -> tuple[dict[str, int], dict[str, int]]:
+def plan_resolved(resolved: Resolved, total: int, current: Counts, estimated_capacity: Counts, limited_capacity: Counts,
+                  key: str = "", avoid_migration: bool = False,
+                  keep_unschedulable: bool = False) -> tuple[dict[str, int], dict[str, int]]:
     """:func:`plan` with preferences :func:`resolve`-d once for many workloads."""
     _check_counts(total, current, estimated_capacity, limited_capacity)
     tiebreaks = _tiebreak_values(resolved.names, key, resolved.prefixes)

@@ -96,18 +96,13 @@ def make_plugin(name: str, args: Mapping[str, Any] | None = None) -> Plugin:
     return cls(args)
 
 
-def filter_nodes(
-    plugin: str,
-    pod: Mapping[str, Any],
-    nodes: Sequence[Mapping[str, Any]],
-    pods: Sequence[Mapping[str, Any]],
-    args: Mapping[str, Any] | None = None,
-    namespaces: Sequence[Mapping[str, Any]] = (),
-) -> dict[str, FilterResult]:
+Objects = Sequence[Mapping[str, Any]]
+
+
+def filter_nodes(plugin: str, pod: Mapping[str, Any], nodes: Objects, pods: Objects,
+                 args: Mapping[str, Any] | None = None, namespaces: Objects = ()) -> dict[str, FilterResult]:
     """Run ``plugin``'s PreFilter and Filter for ``pod`` on each node: name -> FilterResult."""
-    impl = make_plugin(plugin, args)
-    cluster = ClusterState.build(nodes, pods, namespaces)
-    incoming = PodInfo(pod)
+    impl, cluster, incoming = _prepared(plugin, pod, nodes, pods, args, namespaces)
     outcome = impl.prefilter(cluster, incoming)
     if outcome is SKIP:
         return {node.name: FilterResult(True) for node in cluster.nodes}
@@ -117,19 +112,18 @@ def filter_nodes(
     return {node.name: FilterResult.from_status(outcome(node)) for node in cluster.nodes}  # type: ignore[operator]
 
 
-def score_nodes(
-    plugin: str,
-    pod: Mapping[str, Any],
-    nodes: Sequence[Mapping[str, Any]],
-    pods: Sequence[Mapping[str, Any]],
-    args: Mapping[str, Any] | None = None,
-    namespaces: Sequence[Mapping[str, Any]] = (),
-) -> dict[str, int]:
+def score_nodes(plugin: str, pod: Mapping[str, Any], nodes: Objects, pods: Objects,
+                args: Mapping[str, Any] | None = None, namespaces: Objects = ()) -> dict[str, int]:
     """Run ``plugin``'s PreScore, Score and NormalizeScore over all nodes: name -> 0..100."""
-    impl = make_plugin(plugin, args)
-    cluster = ClusterState.build(nodes, pods, namespaces)
-    scorer = impl.prescore(cluster, PodInfo(pod))
+    impl, cluster, incoming = _prepared(plugin, pod, nodes, pods, args, namespaces)
+    scorer = impl.prescore(cluster, incoming)
     if scorer is SKIP:
         return {node.name: 0 for node in cluster.nodes}
     scores = scorer(cluster.nodes)  # type: ignore[operator]
     return {node.name: score for node, score in zip(cluster.nodes, scores, strict=True)}
+
+
+def _prepared(plugin: str, pod: Mapping[str, Any], nodes: Objects, pods: Objects, args: Mapping[str, Any] | None,
+              namespaces: Objects) -> tuple[Plugin, ClusterState, PodInfo]:
+    """The plugin made from its args, the cluster the objects describe, and the incoming pod."""
+    return make_plugin(plugin, args), ClusterState.build(nodes, pods, namespaces), PodInfo(pod)
