@@ -96,6 +96,7 @@ def make_plugin(name: str, args: Mapping[str, Any] | None = None) -> Plugin:
     return cls(args)
 
 
+#: Kubernetes objects as dicts in API JSON casing (nodes, pods, namespaces), as contracts.md says.
 Objects = Sequence[Mapping[str, Any]]
 
 
