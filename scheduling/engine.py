@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduling.cluster import ClusterState, NodeInfo, PodInfo
+from scheduling.cluster import ClusterState, NodeColumns, NodeInfo, PodInfo
 from scheduling.framework import PLUGINS, make_plugin
 from scheduling.plugins.base import Plugin
 from scheduling.plugins.noderesources import fused_value
@@ -349,8 +349,12 @@ class _LocalMemo:
         self.seen = len(cluster.changes)
         self.epoch = cluster.change_epoch
 
-    def forget(self, cluster: ClusterState) -> None:
-        """Drop what it knew of the nodes pods went to since it last looked."""
+    def forget(self, cluster: ClusterState, vector: Any = None, columns: NodeColumns | None = None) -> None:
+        """Drop what it knew of the nodes pods went to since it last looked. With ``vector``
+        (``_LocalPlan.vector``) and many such nodes, score them again at once instead: a shape
+        comes back after thousands of placements elsewhere, scattered over every window its
+        next replicas scan, and one array call over all of them costs less than one per window
+        (and at most one pass over the positions this reads anyway)."""
         count = len(cluster.changes)
         if count == self.seen:
             return
@@ -364,7 +368,11 @@ class _LocalMemo:
         self.seen = len(cluster.changes)
         where = self.index.where
         ks = where[nodes[nodes < len(where)]]
-        self.scores[ks[ks >= 0]] = _UNKNOWN
+        ks = ks[ks >= 0]
+        if vector is not None and len(ks) >= _VECTOR_FROM:
+            self.scores[ks] = vector(columns, self.index.at[ks])
+        else:
+            self.scores[ks] = _UNKNOWN
 
 
 @dataclass(frozen=True, slots=True)
@@ -650,13 +658,12 @@ class Scheduler:
         import numpy as np
 
         memo, value, nodes, want = plan.memo, plan.value, plan.nodes, plan.want
-        memo.forget(self.cluster)
+        columns = self.cluster.columns() if plan.vector is not None else None  # None once a quantity outgrew them
+        vector = plan.vector if columns is not None else None
+        memo.forget(self.cluster, vector, columns)
         scores, at_all = memo.scores, memo.index.at
         positions = memo.index.passing.positions
         n = len(nodes)
-
-        columns = self.cluster.columns() if plan.vector is not None else None  # None once a quantity outgrew them
-        vector = plan.vector if columns is not None else None
 
         def resolve(lo: int, window: Any) -> None:
             unknown = (window == _UNKNOWN).nonzero()[0]
