@@ -368,6 +368,8 @@ def retrying(job: Job, exc: BaseException | None, *, countdown: float | None = N
     if updated:
         job.refresh_from_db()
         _announce(job)
+    elif Job.objects.filter(pk=job.pk, status=Job.Status.CANCELED).exclude(worker="").exists():
+        stopped(job)  # canceled meanwhile: the retry's delivery is dropped (``start``), so the work stops here
 
 
 def _finish(job: Job, status: str, *, error: str = "") -> None:
@@ -376,6 +378,11 @@ def _finish(job: Job, status: str, *, error: str = "") -> None:
         log.close()  # every line written before the job says it is over
     updated = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING).update(
         status=status, finished=timezone.now(), error=error, result=job.result, worker="", waiting_for="")
+    if not updated:  # canceled while its work ran on past its last checkpoint: the job says what happened
+        note = f"{timezone.now():%Y-%m-%d %H:%M:%S} the cancel came too late: the work had finished ({status})\n"
+        updated = Job.objects.filter(Q(pk=job.pk, status=Job.Status.CANCELED) & ~Q(worker="")).update(
+            status=status, finished=timezone.now(), error=error, result=job.result, worker="", waiting_for="",
+            log=Concat(F("log"), Value(note), output_field=models.TextField()))
     if updated:
         job.refresh_from_db()
         _announce(job)

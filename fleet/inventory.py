@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from functools import lru_cache
@@ -449,15 +449,21 @@ class FactsMemo:
         self._pods, self._seen_pods = self._seen_pods, {}
 
 
+#: Pods between two calls of ``build_snapshot``'s ``between``.
+BETWEEN_EVERY = 2000
+
+
 def build_snapshot(
     nodes: Iterable[Mapping[str, Any]],
     pods: Iterable[Mapping[str, Any]],
     workloads: Iterable[Mapping[str, Any]],
     metrics: Iterable[Mapping[str, Any]] = (),
     memo: FactsMemo | None = None,
+    between: Callable[[], None] | None = None,
 ) -> Snapshot:
     """Everything one sync writes, with per-node requested totals from the pods on it
-    (``memo``: facts kept from the previous build of the same informer cache)."""
+    (``memo``: facts kept from the previous build of the same informer cache; ``between``:
+    called every ``BETWEEN_EVERY`` pods, as ``Connector.between``)."""
     snap = Snapshot()
     for obj in nodes:
         facts = memo.node(obj, snap.errors) if memo is not None else node_facts(obj, snap.errors)
@@ -474,7 +480,9 @@ def build_snapshot(
         if facts is not None:
             snap.workloads[facts.key] = facts
     resources = _ResourceMemo()
-    for obj in pods:
+    for i, obj in enumerate(pods):
+        if between is not None and i % BETWEEN_EVERY == 0:
+            between()
         if memo is not None:
             facts = memo.pod(obj, snap.errors, resources, replica_set_owner)
         else:

@@ -584,6 +584,8 @@ class SimulatedCluster:
         self.registered = registered
         self.overlay = list(overlay)
         self._state: ClusterState | None = None
+        #: Called between workloads while building (``Connector.between``): raises to stop.
+        self.between: Callable[[], None] | None = None
 
     def server_info(self) -> tuple[str, tuple[str, ...]]:
         resources = {"v1/nodes", "v1/pods", "v1/namespaces", "v1/configmaps", "v1/secrets", "v1/services", "apps/v1/deployments",
@@ -653,6 +655,8 @@ class SimulatedCluster:
         # ends). Listed in workload order all the same.
         runs: dict[int, tuple[list, list]] = {}
         for index in sorted(range(len(workloads)), key=lambda i: workloads[i]["kind"] == "Job"):
+            if self.between is not None:
+                self.between()
             runs[index] = ([], [])
             self._run(workloads[index], tick, placer, *runs[index])
         for index in range(len(workloads)):

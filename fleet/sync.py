@@ -60,7 +60,7 @@ def read_cluster(connector: Connector) -> tuple[Snapshot, str, list[str]]:
         info = connector.server_info()
         nodes = connector.list_nodes().items
         metrics = connector.list("metrics.k8s.io/v1beta1", "NodeMetrics").items if METRICS_RESOURCE in info.api_resources else []
-        snapshot = build_snapshot(nodes, connector.list_pods().items, connector.list_workloads(), metrics)
+        snapshot = build_snapshot(nodes, connector.list_pods().items, connector.list_workloads(), metrics, between=checkpoint)
     return snapshot, info.kubernetes_version, list(info.api_resources)
 
 
@@ -82,13 +82,15 @@ def read_informed(connector: Connector, informers: ClusterInformers) -> tuple[Sn
         informers.record_metrics(metrics)
     else:
         metrics = list(informers.metrics.values())
-    return build_snapshot(nodes, pods, workloads, metrics, informers.facts), info.kubernetes_version, list(info.api_resources)
+    snapshot = build_snapshot(nodes, pods, workloads, metrics, informers.facts, between=checkpoint)
+    return snapshot, info.kubernetes_version, list(info.api_resources)
 
 
 def sync_cluster(cluster: Cluster, connector: Connector, *, now: datetime | None = None,
                  informers: ClusterInformers | None = None) -> SyncReport:
     """Mirror the cluster into the inventory; through ``informers`` when given (watches instead
     of lists). The cyclic collector waits meanwhile: a sync builds and keeps millions of objects."""
+    connector.between = checkpoint
     with collector_paused():
         return _sync_cluster(cluster, connector, now or timezone.now(), informers)
 
@@ -146,7 +148,9 @@ def _diff(cluster: Cluster, existing: Mapping[Any, tuple], rows: Iterable[tuple[
     unchanged one goes to ``unchanged(stored, row)``. Rows are ``row()``'s new dicts, filled in
     place."""
     create, update = [], []
-    for key, row in rows:
+    for i, (key, row) in enumerate(rows):
+        if i % BATCH == 0:
+            checkpoint()
         current = existing.get(key)
         if current is None:
             if key not in skip:
@@ -158,6 +162,14 @@ def _diff(cluster: Cluster, existing: Mapping[Any, tuple], rows: Iterable[tuple[
         elif unchanged is not None:
             unchanged(current, row)
     return create, update
+
+
+def _insert(model: type, rows: list[dict], now: datetime) -> None:
+    """``insert_rows`` a few batches at a time, a cancel looked for between them: a large
+    cluster's pods take seconds to write."""
+    for start in range(0, len(rows), 5 * BATCH):
+        checkpoint()
+        insert_rows(model, rows[start : start + 5 * BATCH], now)
 
 
 def _gone(existing: Mapping[Any, tuple], present: Container) -> list[int]:
@@ -175,7 +187,7 @@ def _write_nodes(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -> li
             usage_only.append({"id": stored[0], **{f: row[f] for f in USAGE_FIELDS}})
 
     create, update = _diff(cluster, existing, ((name, facts.row()) for name, facts in snapshot.nodes.items()), unchanged=usage_changed)
-    insert_rows(Node, create, timezone.now())
+    _insert(Node, create, timezone.now())
     update_rows(Node, update, [f for f in row_fields(Node) if f != "name"])
     update_rows(Node, usage_only, list(USAGE_FIELDS))
     gone = _gone(existing, snapshot.nodes)
@@ -189,7 +201,7 @@ def _write_workloads(cluster: Cluster, snapshot: Snapshot, report: SyncReport) -
     existing = {(ns, kind, name): (pk, digest) for pk, ns, kind, name, digest in Workload.objects.filter(cluster=cluster).values_list(
         "pk", "namespace", "kind", "name", "content_hash")}
     create, update = _diff(cluster, existing, ((key, facts.row()) for key, facts in snapshot.workloads.items()))
-    insert_rows(Workload, create, timezone.now())
+    _insert(Workload, create, timezone.now())
     update_rows(Workload, update, [f for f in row_fields(Workload) if f not in {"namespace", "kind", "name"}])
     gone = _gone(existing, snapshot.workloads)
     delete_in_batches(Workload, gone)
@@ -214,7 +226,7 @@ def _write_pods(cluster: Cluster, snapshot: Snapshot, workload_ids: dict, report
             yield uid, row
 
     create, update = _diff(cluster, existing, rows(), skip=known_finished)
-    insert_rows(Pod, create, now)
+    _insert(Pod, create, now)
     update_rows(Pod, update, [f for f in row_fields(Pod) if f not in {"uid"}])
     gone = _gone(existing, snapshot.pods)
     for start in range(0, len(gone), BATCH):

@@ -14,6 +14,7 @@ import pytest
 from channels.testing.websocket import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from config.asgi import application
 from core import jobs
@@ -46,6 +47,12 @@ def long_units(key: str, units: int) -> dict:
         time.sleep(0.05)
         done += 1
     return {"done": done}
+
+
+@sharded_task(shard_key=lambda key: f"tests/{key}", name="tests.fault_after_release")
+def fault_after_release(key: str) -> dict:
+    release.wait(10)
+    raise RedisConnectionError("the broker went away")  # a transient fault: the job would be retried
 
 
 @pytest.fixture(autouse=True)
@@ -164,3 +171,103 @@ def test_the_job_page_shows_state_and_log_and_offers_cancel_to_those_who_may(dja
     again = client.post(f"/jobs/{job.pk}/cancel/")
     assert again.status_code == 200 and "already canceled" in again.content.decode(), "a refusal on the page, not a 500"
     assert json.loads(client.get(f"/api/v1/core/jobs/{job.pk}/").content)["log"].startswith("2026-01-01")
+
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_canceled_before_its_work_hits_a_transient_fault_lets_go_of_its_worker():
+    """The retry's delivery is dropped (the job is canceled), so the work stops where the fault
+    struck: the job stays canceled, says it stopped, and holds no worker (it kept one for good)."""
+    with shard_worker("tests/fault-1"):
+        job = enqueue("tests.fault_after_release", "fault-1")
+        wait_until(lambda: Job.objects.get(pk=job.pk).status == Job.Status.RUNNING, timeout=30, interval=0.05,
+                   what="the job running")
+        cancel_job(Job.objects.get(pk=job.pk))
+        release.set()
+        wait_until(lambda: Job.objects.get(pk=job.pk).worker == "", timeout=10, interval=0.05, what="the job let go")
+    job.refresh_from_db()
+    assert job.status == Job.Status.CANCELED and job.log.endswith(" stopped: the job was canceled\n"), (job.status, job.log)
+
+
+def _sync_cluster_of_20000_nodes(name: str):
+    from fleet.models import Cluster
+
+    return Cluster.objects.create(name=name, connector="simulated", connector_config={"node_count": 20_000, "seed": 3})
+
+
+def _cancel_and_time(job: Job) -> tuple[float, Exception | None]:
+    """Cancel ``job``; seconds until its worker let go of it, and the Conflict if it had finished."""
+    from core.errors import Conflict
+
+    canceled_at = time.monotonic()
+    try:
+        cancel_job(Job.objects.get(pk=job.pk))
+    except Conflict as exc:
+        refused: Exception | None = exc
+    else:
+        refused = None
+    wait_until(lambda: Job.objects.get(pk=job.pk).worker == "", timeout=120, interval=0.05, what="the sync let go")
+    return time.monotonic() - canceled_at, refused
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sync_of_20000_nodes_canceled_while_it_reads_stops_within_a_second():
+    """Canceled while the simulation builds its 100,000 pods (seconds of work with no write):
+    the sync stops at its next checkpoint, writes nothing, and its job says it was canceled."""
+    from fleet.models import Node
+    from fleet.services import request_sync
+
+    cluster = _sync_cluster_of_20000_nodes("bj-cancel-read")
+    with shard_worker(f"cluster/{cluster.name}"):
+        job = request_sync(cluster)
+        wait_until(lambda: Job.objects.get(pk=job.pk).status == Job.Status.RUNNING, timeout=30, interval=0.05,
+                   what="the sync running")
+        time.sleep(1.0)
+        stopped_after, refused = _cancel_and_time(job)
+    job.refresh_from_db()
+    assert refused is None and stopped_after < 1.5, f"stopped {stopped_after:.2f} s after the cancel"
+    assert job.status == Job.Status.CANCELED and job.finished is not None
+    assert job.log.endswith(" stopped: the job was canceled\n"), job.log
+    cluster.refresh_from_db()
+    assert not Node.objects.filter(cluster=cluster).exists() and cluster.last_sync is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sync_of_20000_nodes_canceled_while_it_writes_stops_or_says_it_finished():
+    """Canceled while the pods are written (after the workloads, the last write before them).
+    PostgreSQL: the sync stops at its next checkpoint within a second, its transaction rolled
+    back, and the job says canceled. SQLite has one writer at a time: the cancel itself waits
+    for the sync's commit, so the work is done by then, and the job says so (succeeded, with
+    a note that the cancel came too late) instead of "canceled" over a finished sync, and it
+    lets go of its worker (it kept it for good before)."""
+    from django.db import connection
+
+    from fleet.models import Node, Pod
+    from fleet.services import request_sync
+    from fleet.signals import workloads_changed
+
+    cluster = _sync_cluster_of_20000_nodes("bj-cancel-write")
+    wrote_workloads = threading.Event()
+
+    def on_workloads(**kwargs):
+        wrote_workloads.set()
+
+    workloads_changed.connect(on_workloads, weak=False)
+    try:
+        with shard_worker(f"cluster/{cluster.name}"):
+            job = request_sync(cluster)
+            assert wrote_workloads.wait(300), "the sync never wrote its workloads"
+            time.sleep(0.3)  # into the pods: a 20,000-node cluster's take seconds to write
+            stopped_after, refused = _cancel_and_time(job)
+    finally:
+        workloads_changed.disconnect(on_workloads)
+    job.refresh_from_db()
+    cluster.refresh_from_db()
+    if connection.vendor == "postgresql":
+        assert refused is None and stopped_after < 1.5, f"stopped {stopped_after:.2f} s after the cancel"
+        assert job.status == Job.Status.CANCELED and job.log.endswith(" stopped: the job was canceled\n"), job.log
+        assert not Pod.objects.filter(cluster=cluster).exists() and cluster.last_sync is None
+    else:
+        assert job.status == Job.Status.SUCCEEDED and job.worker == "", (job.status, job.worker, job.log)
+        assert refused is not None or "the cancel came too late: the work had finished (succeeded)" in job.log, job.log
+        assert Node.objects.filter(cluster=cluster).count() >= 20_000 and cluster.last_sync is not None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -67,6 +67,10 @@ class Connector(abc.ABC):
     """Reach one member cluster. Implementations must be safe to create per task."""
 
     kind: str = ""
+    #: Called between the units of a long read (a page of a list, a simulated workload's pods):
+    #: it raises to stop the read. A sync sets it to its job's ``checkpoint``, so a canceled
+    #: sync of a large cluster stops within a second instead of after the whole read.
+    between: Callable[[], None] | None = None
 
     @abc.abstractmethod
     def server_info(self) -> ServerInfo:

@@ -142,6 +142,8 @@ class KubernetesConnector(Connector):
             token = metadata.get("continue") or None
             if token is None:
                 return ObjectList(items=items, resource_version=str(metadata.get("resourceVersion") or ""))
+            if self.between is not None:
+                self.between()
 
     def watch(self, api_version: str, kind: str, *, resource_version: str = "", timeout_seconds: int = 30) -> Iterator[WatchEvent]:
         """Events after ``resource_version`` for at most ``timeout_seconds``.

@@ -108,6 +108,7 @@ class SimulatedConnector(Connector):
         digest = object_digest(overlay)
         if self._cache is None or self._cache[0] != digest:
             self._cache = (digest, SimulatedCluster(self.spec, overlay=overlay, registered=self.registered))
+        self._cache[1].between = self.between
         return self._cache[1]
 
     def server_info(self) -> ServerInfo:
