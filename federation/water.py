@@ -25,7 +25,7 @@ from django.db.models import Avg, Count, Max, Min, Q, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
-from core import events
+from core import events, jobs
 from core.models import ObjectChange
 from fleet.models import Cluster
 from fleet.simulator import unit
@@ -151,6 +151,7 @@ def _roll(source: QuerySet, grain: str, now: datetime) -> int:
                  end - timedelta(days=ROLLUP_RETENTION_DAYS[grain]))
     written = 0
     while bucket < end:
+        jobs.checkpoint()  # a catch-up after an outage is hundreds of buckets: a canceled job stops between them
         rows = (source.filter(at__gte=bucket, at__lt=bucket + span).order_by().values("cluster_id")
                 .annotate(n=Count("pk"), **{c: Avg(c) for c in LEVEL_COLUMNS}))
         made = WaterLevelRollup.objects.bulk_create([

@@ -145,3 +145,21 @@ def test_a_bad_range_is_a_400_naming_the_parameter(client, viewer, query, field)
     response = client.get(WATER_JSON, query)
     assert response.status_code == 400
     assert field in response.json()["errors"]
+
+
+def test_a_canceled_catch_up_of_rollups_stops_between_buckets_and_the_next_run_finishes_it(fleet3):
+    """A day of raw minutes not rolled up yet (an outage of the beat): the job rolling them up
+    is canceled, so it stops before the next hour and writes nothing more; the next run rolls
+    up every hour, none twice."""
+    from core.jobs import JobCanceled, bound
+    from core.models import Job
+
+    day = datetime(2026, 3, 2, tzinfo=UTC)
+    WaterLevelSample.objects.bulk_create([
+        WaterLevelSample(cluster=cluster, at=day + timedelta(minutes=minute), weight=1, cpu_requested_milli=minute)
+        for cluster in Cluster.objects.all() for minute in range(0, 24 * 60, 30)])
+    job = Job.objects.create(kind="federation.sample_water_levels", status=Job.Status.CANCELED)
+    with bound(job), pytest.raises(JobCanceled):
+        water.roll_up(day + timedelta(hours=24, minutes=1))
+    assert not WaterLevelRollup.objects.exists()
+    assert water.roll_up(day + timedelta(hours=24, minutes=1)) == 3 * 24 + 3  # every hour of each cluster, then its day
