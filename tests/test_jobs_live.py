@@ -173,7 +173,6 @@ def test_the_job_page_shows_state_and_log_and_offers_cancel_to_those_who_may(dja
     assert json.loads(client.get(f"/api/v1/core/jobs/{job.pk}/").content)["log"].startswith("2026-01-01")
 
 
-
 @pytest.mark.django_db(transaction=True)
 def test_a_job_canceled_before_its_work_hits_a_transient_fault_lets_go_of_its_worker():
     """The retry's delivery is dropped (the job is canceled), so the work stops where the fault
