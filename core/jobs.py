@@ -376,13 +376,12 @@ def _finish(job: Job, status: str, *, error: str = "") -> None:
     log = _log.get()
     if log is not None and log.job_id == job.pk:
         log.close()  # every line written before the job says it is over
-    updated = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING).update(
-        status=status, finished=timezone.now(), error=error, result=job.result, worker="", waiting_for="")
+    ended = {"status": status, "finished": timezone.now(), "error": error, "result": job.result, "worker": "", "waiting_for": ""}
+    updated = Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING).update(**ended)
     if not updated:  # canceled while its work ran on past its last checkpoint: the job says what happened
-        note = f"{timezone.now():%Y-%m-%d %H:%M:%S} the cancel came too late: the work had finished ({status})\n"
+        note = f"{ended['finished']:%Y-%m-%d %H:%M:%S} the cancel came too late: the work had finished ({status})\n"
         updated = Job.objects.filter(Q(pk=job.pk, status=Job.Status.CANCELED) & ~Q(worker="")).update(
-            status=status, finished=timezone.now(), error=error, result=job.result, worker="", waiting_for="",
-            log=Concat(F("log"), Value(note), output_field=models.TextField()))
+            **ended, log=Concat(F("log"), Value(note), output_field=models.TextField()))
     if updated:
         job.refresh_from_db()
         _announce(job)
