@@ -119,12 +119,19 @@ class SimulatedConnector(Connector):
     def one_moment(self) -> Iterator[None]:
         """Every read in the block sees the tick it began at. A large cluster takes longer to
         build than a tick lasts (6,000 nodes: ~14 s on two cores), and each list of a sync
-        rebuilt it for a newer tick: a build per list, and a sync that outran its minute."""
+        rebuilt it for a newer tick: a build per list, and a sync that outran its minute.
+
+        The outermost block lets go of the built state when it ends: what was read is the
+        reader's now. Kept, a large cluster's objects outlived the read by the whole write, and
+        the collector, back on when the sync ended (``collector_paused``), walked them all
+        before the connector was dropped (0.4 s of a 20,000-node sync, 4% of 400-node ones)."""
         outer, self._moment = self._moment, self._tick()
         try:
             yield
         finally:
             self._moment = outer
+            if outer is None:
+                self._cache = None
 
     def _tick(self) -> int:
         return self._moment if self._moment is not None else self.spec.tick(self.clock())

@@ -146,3 +146,23 @@ def test_a_sync_reads_one_moment_of_the_simulation_and_builds_it_once(monkeypatc
     assert placed and placed <= set(snapshot.nodes), "every pod is on a node of the same moment"
     later = connector.list("v1", "Node")  # outside a moment, reads follow the clock again
     assert later.resource_version.split(".")[0] != str(builds[0]) and len(builds) > 1
+
+
+def test_a_read_lets_go_of_the_simulated_state_when_it_ends(monkeypatch):
+    """What a sync read is the sync's: the connector keeps none of it for the writes that follow
+    (a large cluster's objects, which the collector walked when the sync ended)."""
+    import weakref
+
+    from fleet.simulator import SimulatedCluster
+
+    states = []
+    build = SimulatedCluster._build
+    monkeypatch.setattr(SimulatedCluster, "_build", lambda self, tick: states.append(weakref.ref(state := build(self, tick))) or state)
+    connector = SimulatedConnector(SPEC, clock=lambda: 0.0)
+    with connector.one_moment():
+        nodes = connector.list("v1", "Node").items
+        with connector.one_moment():  # an inner block keeps the outer one's moment and state
+            assert connector.list("v1", "Node").items[0] is nodes[0]
+        assert connector.list("v1", "Pod").items and len(states) == 1
+    del nodes
+    assert states[0]() is None, "the connector still holds the state it built for the read"
