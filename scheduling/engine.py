@@ -349,12 +349,14 @@ class _LocalMemo:
         self.seen = len(cluster.changes)
         self.epoch = cluster.change_epoch
 
-    def forget(self, cluster: ClusterState, vector: Any = None, columns: NodeColumns | None = None) -> None:
+    def forget(self, cluster: ClusterState, vector: Any = None, columns: NodeColumns | None = None,
+               ahead: tuple[int, int] = (0, 0)) -> None:
         """Drop what it knew of the nodes pods went to since it last looked. With ``vector``
-        (``_LocalPlan.vector``) and many such nodes, score them again at once instead: a shape
-        comes back after thousands of placements elsewhere, scattered over every window its
-        next replicas scan, and one array call over all of them costs less than one per window
-        (and at most one pass over the positions this reads anyway)."""
+        (``_LocalPlan.vector``) and many such nodes, score again at once the unknown positions
+        among the ``ahead`` ones (first, count; wrapping), which the shape's next replicas are
+        to scan: a shape comes back after thousands of placements elsewhere, scattered over
+        every window those replicas scan, and one array call costs less than one per window.
+        Positions further on are left unknown: they are scored if a scan reaches them."""
         count = len(cluster.changes)
         if count == self.seen:
             return
@@ -369,10 +371,20 @@ class _LocalMemo:
         where = self.index.where
         ks = where[nodes[nodes < len(where)]]
         ks = ks[ks >= 0]
+        self.scores[ks] = _UNKNOWN
         if vector is not None and len(ks) >= _VECTOR_FROM:
-            self.scores[ks] = vector(columns, self.index.at[ks])
-        else:
-            self.scores[ks] = _UNKNOWN
+            self._score_unknown(vector, columns, *ahead)
+
+    def _score_unknown(self, vector: Any, columns: NodeColumns | None, first: int, count: int) -> None:
+        import numpy as np
+
+        scores = self.scores
+        size = len(scores)
+        count = min(count, size)
+        spans = [(first, min(size, first + count))] + ([(0, first + count - size)] if first + count > size else [])
+        unknown = np.concatenate([lo + (scores[lo:hi] == _UNKNOWN).nonzero()[0] for lo, hi in spans])
+        if len(unknown):
+            scores[unknown] = vector(columns, self.index.at[unknown])
 
 
 @dataclass(frozen=True, slots=True)
@@ -537,7 +549,7 @@ class Scheduler:
         first: PodInfo | None = None
         plan: _LocalPlan | None = None
         refused: tuple[Placement, Any] | None = None  # a replica that found no node, and its nodeName
-        for pod in pods:
+        for i, pod in enumerate(pods):
             if refused is not None and refused[1] == _node_name(pod):
                 placements.append(refused[0])  # nothing changed since (a refusal binds nothing, rotates nothing)
                 continue
@@ -545,9 +557,9 @@ class Scheduler:
             if first is None:
                 first = info
                 first.shape = object()  # replicas share their plugin outcomes (``_outcome``)
-            placement = self._local_scan(plan) if plan is not None else None
+            placement = self._local_scan(plan, len(pods) - i) if plan is not None else None
             if placement is None:
-                placement, plan = self._planned_cycle(info)
+                placement, plan = self._planned_cycle(info, len(pods) - i)
                 if plan is not None and not self._plan_survives(info):
                     plan = None
             if placement.node is not None:
@@ -564,8 +576,9 @@ class Scheduler:
     def _cycle(self, info: PodInfo) -> Placement:
         return self._planned_cycle(info)[0]
 
-    def _planned_cycle(self, info: PodInfo) -> tuple[Placement, _LocalPlan | None]:
-        """One cycle, and the node-local plan it placed the pod with (None when it took the full path)."""
+    def _planned_cycle(self, info: PodInfo, replicas: int = 1) -> tuple[Placement, _LocalPlan | None]:
+        """One cycle, and the node-local plan it placed the pod with (None when it took the full
+        path); ``replicas``: the pods of its shape left to place, this one included."""
         all_nodes = self.cluster.nodes
         if not all_nodes:
             return Placement(None, reasons=NO_NODES), None
@@ -573,7 +586,7 @@ class Scheduler:
         if isinstance(pre, str):
             return Placement(None, reasons=pre), None
         plan = self._local_plan(info, pre)
-        local = self._local_scan(plan) if plan is not None else None
+        local = self._local_scan(plan, replicas) if plan is not None else None
         if local is not None:
             return local, plan
         return self._full_cycle(pre, info), None
@@ -653,17 +666,20 @@ class Scheduler:
         vector = getattr(value, "vector", None) if self.vectorise and nodes is self.cluster.nodes else None
         return _LocalPlan(memo, value, nodes, constant, want, vector)
 
-    def _local_scan(self, plan: _LocalPlan) -> Placement | None:
-        """One pod's filter and score over the plan's kept values (see ``_local_plan``)."""
+    def _local_scan(self, plan: _LocalPlan, replicas: int = 1) -> Placement | None:
+        """One pod's filter and score over the plan's kept values (see ``_local_plan``); the
+        ``replicas`` left to place (this one included) scan about ``want`` positions each."""
         import numpy as np
 
         memo, value, nodes, want = plan.memo, plan.value, plan.nodes, plan.want
         columns = self.cluster.columns() if plan.vector is not None else None  # None once a quantity outgrew them
         vector = plan.vector if columns is not None else None
-        memo.forget(self.cluster, vector, columns)
-        scores, at_all = memo.scores, memo.index.at
         positions = memo.index.passing.positions
         n = len(nodes)
+        start = self.next_start % n
+        at = bisect_left(positions, start)
+        memo.forget(self.cluster, vector, columns, (at, replicas * want + _VECTOR_CHUNK))
+        scores, at_all = memo.scores, memo.index.at
 
         def resolve(lo: int, window: Any) -> None:
             unknown = (window == _UNKNOWN).nonzero()[0]
@@ -680,8 +696,6 @@ class Scheduler:
                 for k in unknown.tolist():
                     window[k] = value(nodes[positions[lo + k]])
 
-        start = self.next_start % n
-        at = bisect_left(positions, start)
         found, best_score, best, last = 0, -1, -1, -1
         for lo, hi in ((at, len(positions)), (0, at)):
             k = lo
