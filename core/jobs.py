@@ -137,23 +137,34 @@ def _send(job: Job, countdown: float | None) -> bool:
 
 
 _TASK_MODULES_LOCK = threading.Lock()
+_task_modules_loaded = False
 
 
 def task_named(name: str) -> Any:
     """The registered Celery task ``name``, its app's tasks modules loaded first if need be.
 
-    A web process never imports the apps' tasks modules (only workers do): they are loaded once,
-    so the task's own class and shard router send it, not the reaper 5-20 s later. Under a lock:
-    a thread that asked while another was importing them found the modules half-loaded and the
-    task missing (three of the first four clusters registered at once failed to send).
+    A worker imports the apps' tasks modules when it starts and a web process when it starts
+    (``config.asgi``); any other process (a management command, a script) the first time it
+    sends a job, so the task's own class and shard router send it, not the reaper 5-20 s later.
     """
     from celery import current_app
 
     if name not in current_app.tasks:
-        with _TASK_MODULES_LOCK:
-            if name not in current_app.tasks:
-                current_app.loader.import_default_modules()
+        load_task_modules()
     return current_app.tasks[name]
+
+
+def load_task_modules() -> None:
+    """Import the apps' tasks modules, once. Under a lock: a thread that asked while another was
+    importing them found the modules half-loaded and the task missing (three of the first four
+    clusters registered at once failed to send)."""
+    global _task_modules_loaded
+    from celery import current_app
+
+    with _TASK_MODULES_LOCK:
+        if not _task_modules_loaded:
+            current_app.loader.import_default_modules()
+            _task_modules_loaded = True
 
 
 def broker_epoch() -> str:
