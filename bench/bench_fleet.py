@@ -119,7 +119,7 @@ def store_goal(args: argparse.Namespace, elapsed: float) -> str:
         goal = 15 * args.nodes / 20_000
         return f"goal ≤{goal:.0f} s for a {args.nodes:,}-node single cluster: {verdict(elapsed <= goal)}"
     goal = 60 * args.nodes / 200_000
-    return f"goal ≤{goal:.0f} s for {args.nodes:,} nodes: {verdict(elapsed <= goal)}"
+    return f"goal ≤{goal:.3g} s for {args.nodes:,} nodes: {verdict(elapsed <= goal)}"
 
 
 def main() -> None:

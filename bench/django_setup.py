@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -15,10 +17,14 @@ def setup_django(database_url: str | None, *, var_dir: str | None = None, redis_
     """``database_url`` (e.g. ``BENCH_DATABASE_URL``), else SQLite under the var directory.
 
     Without a connection pool: benchmarks fork worker processes, and a pool's sockets must not
-    be shared across fork. ``REDIS_URL`` from the environment wins over ``redis_url``.
+    be shared across fork. ``REDIS_URL`` from the environment wins over ``redis_url``. A var
+    directory made here goes when the process exits (a 500-cluster run left 1.1 GB behind).
     """
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    os.environ["MERIDIAN_VAR_DIR"] = var_dir or tempfile.mkdtemp(prefix="meridian-bench-")
+    if var_dir is None:
+        var_dir = tempfile.mkdtemp(prefix="meridian-bench-")
+        atexit.register(shutil.rmtree, var_dir, ignore_errors=True)  # forked children leave by os._exit: not theirs
+    os.environ["MERIDIAN_VAR_DIR"] = var_dir
     Path(os.environ["MERIDIAN_VAR_DIR"]).mkdir(parents=True, exist_ok=True)
     if redis_url:
         os.environ.setdefault("REDIS_URL", redis_url)
