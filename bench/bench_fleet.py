@@ -141,11 +141,11 @@ def main() -> None:
     specs = large_fleet(clusters=args.clusters, nodes=args.nodes)
     print(f"database: {connection.vendor}; fleet: {args.clusters} clusters, {args.nodes:,} nodes; {args.workers} sync processes")
 
-    from celery import current_app
+    from core.jobs import load_task_modules
 
     # A worker loads the apps' tasks modules when it starts, before it forks its pool (Celery's
     # ``init_worker``); in a sync process the first job sent after the commit would, timed.
-    current_app.loader.import_default_modules()
+    load_task_modules()
     marks = high_water_marks()
     started = time.perf_counter()
     Cluster.objects.bulk_create(Cluster(name=s.name, connector="simulated", connector_config=config_for(s)) for s in specs)

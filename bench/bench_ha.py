@@ -146,9 +146,9 @@ def setup_django(env: dict[str, str]) -> None:
     import django
 
     django.setup()
-    from celery import current_app
+    from core.jobs import load_task_modules
 
-    current_app.loader.import_default_modules()  # the first send would do it, inside a timed round
+    load_task_modules()  # the first send would do it, inside a timed round
 
 
 def postmaster_pid(pg: PrivatePostgres) -> int:
