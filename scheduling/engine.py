@@ -349,8 +349,7 @@ class _LocalMemo:
         self.seen = len(cluster.changes)
         self.epoch = cluster.change_epoch
 
-    def forget(self, cluster: ClusterState, vector: Any = None, columns: NodeColumns | None = None,
-               ahead: tuple[int, int] = (0, 0)) -> None:
+    def forget(self, cluster: ClusterState, vector: Any, columns: NodeColumns | None, ahead: tuple[int, int]) -> None:
         """Drop what it knew of the nodes pods went to since it last looked. With ``vector``
         (``_LocalPlan.vector``) and many such nodes, score again at once the unknown positions
         among the ``ahead`` ones (first, count; wrapping), which the shape's next replicas are
