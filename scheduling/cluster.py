@@ -680,11 +680,19 @@ class ClusterState:
     (``trim_changes``); ``change_epoch`` then moves, and every cache built before starts over.
     """
 
-    def __init__(self, nodes: Sequence[Mapping[str, Any]], namespaces: Iterable[Mapping[str, Any]] = ()) -> None:
+    def __init__(self, nodes: Sequence[Mapping[str, Any]], namespaces: Iterable[Mapping[str, Any]] = (), *,
+                 skip_unreadable: bool = False) -> None:
+        """``skip_unreadable``: leave out a node whose quantities do not parse, instead of raising
+        (each node read once: checking them first read every node twice)."""
         self.nodes: list[NodeInfo] = []
         self.by_name: dict[str, NodeInfo] = {}
         for node in nodes:
-            info = NodeInfo(len(self.nodes), node)
+            try:
+                info = NodeInfo(len(self.nodes), node)
+            except ValueError:
+                if skip_unreadable:
+                    continue
+                raise
             if info.name in self.by_name:
                 raise ValueError(f"duplicate node name {info.name!r}")
             self.nodes.append(info)

@@ -20,7 +20,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .cluster import NodeInfo
+from .cluster import ClusterState
 from .engine import Policy, Scheduler
 
 #: The policy of a Meridian cluster, by its name.
@@ -32,7 +32,7 @@ def engine_placer(nodes: Sequence[Mapping[str, Any]], cluster: str | None = None
     """A function placing replicas of one template (pods equal but for their names), one after
     another with each placement assumed: the chosen node's name, or None, per pod."""
     policy = policies(cluster) if policies is not None and cluster is not None else Policy.default()
-    scheduler = Scheduler(policy, [node for node in nodes if _readable(node)])
+    scheduler = Scheduler(policy, cluster=ClusterState(nodes, skip_unreadable=True))
 
     def place(pods: Sequence[Mapping[str, Any]]) -> list[str | None]:
         try:
@@ -41,14 +41,6 @@ def engine_placer(nodes: Sequence[Mapping[str, Any]], cluster: str | None = None
             return [None] * len(pods)
 
     return place
-
-
-def _readable(node: Mapping[str, Any]) -> bool:
-    try:
-        NodeInfo(0, node)
-    except ValueError:
-        return False
-    return True
 
 
 def register(policies: PolicyLookup | None = None) -> None:

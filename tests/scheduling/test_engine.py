@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from scheduling.cluster import PLACED_AT_ANNOTATION, USAGE_ANNOTATION, USAGE_TIME_ANNOTATION, VIRTUAL_REQUEST_ANNOTATION, NodeColumns, PodInfo
+from scheduling.cluster import PLACED_AT_ANNOTATION, USAGE_ANNOTATION, USAGE_TIME_ANNOTATION, VIRTUAL_REQUEST_ANNOTATION, ClusterState, NodeColumns, PodInfo
 from scheduling.engine import (
     DEFAULT_SCORES,
     PluginSpec,
@@ -326,6 +326,20 @@ def test_replicas_sharing_a_spec_place_as_independent_pods(seed: int) -> None:
         replicas = [{"metadata": {"name": f"r{run}-{i}", "namespace": shape["metadata"]["namespace"]}, "spec": shape["spec"]}
                     for i in range(rnd.randint(1, 6))]
         assert place(replicas) == [plain.schedule(copy.deepcopy(replica)).node for replica in replicas]
+
+
+def test_the_fleet_placer_leaves_out_a_node_it_cannot_read() -> None:
+    """A node whose quantities do not parse takes no pods and stops nothing (the simulator's
+    patched nodes); the engine's own state refuses it unless asked to leave it out."""
+    bad = make_node().name("bad").capacity({"cpu": "twelve", "memory": "4Gi", "pods": "10"}).obj()
+    good = [make_node().name(f"n{i}").capacity({"cpu": "2", "memory": "4Gi", "pods": "10"}).obj() for i in range(2)]
+    place = engine_placer([bad, *good])
+    pod = make_pod().namespace("shop").req({"cpu": "1"}).obj()
+    replicas = [{"metadata": {"name": f"web-{i}", "namespace": "shop"}, "spec": pod["spec"]} for i in range(5)]
+    assert sorted(place(replicas), key=str) == [None, "n0", "n0", "n1", "n1"]
+    with pytest.raises(ValueError):
+        ClusterState([bad, *good])
+    assert [n.name for n in ClusterState([bad, *good], skip_unreadable=True).nodes] == ["n0", "n1"]
 
 
 def test_a_sibling_reads_as_its_pod_freshly_parsed() -> None:
