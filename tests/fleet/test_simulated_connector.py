@@ -166,3 +166,23 @@ def test_a_read_lets_go_of_the_simulated_state_when_it_ends(monkeypatch):
         assert connector.list("v1", "Pod").items and len(states) == 1
     del nodes
     assert states[0]() is None, "the connector still holds the state it built for the read"
+
+
+def test_a_read_takes_the_applied_objects_once_and_sees_its_own_writes(connector):
+    """A sync's lists in one moment read the store once (it is the database's for a cluster of the
+    inventory: a query per list); what the connector applies in the moment is seen by its next
+    read, and another moment reads the store again."""
+    reads = []
+    store_all = connector.store.all
+    connector.store.all = lambda: reads.append(1) or store_all()
+    with connector.one_moment():
+        connector.server_info()
+        connector.list_nodes(), connector.list_pods(), connector.list_workloads()
+        assert len(reads) == 1
+        connector.apply(deployment(replicas=2))
+        assert len([p for p in connector.list_pods().items if p["metadata"]["name"].startswith("checkout-")]) == 2
+        assert len(reads) == 2
+    connector.store.put(("apps/v1", "Deployment", "shop", "checkout"), deployment(replicas=3))  # written elsewhere
+    with connector.one_moment():
+        assert len([p for p in connector.list_pods().items if p["metadata"]["name"].startswith("checkout-")]) == 3
+    assert len(reads) == 3
