@@ -350,7 +350,7 @@ class SimulatedConnector(Connector):
             previous = (self.store.get(key) or {}).get("patch", {})
             delta = patch if patch_type != "json" else {"metadata": patched.get("metadata"), "spec": patched.get("spec")}
             self._put(key, {"apiVersion": NODE_PATCH[0], "kind": NODE_PATCH[1], "metadata": {"name": name},
-                                 "patch": merge_patch(previous, delta) if patch_type != "json" else delta})
+                            "patch": merge_patch(previous, delta) if patch_type != "json" else delta})
             return self.get("v1", "Node", name) or patched
         if (api_version, kind) == POD and self.store.get((*POD, namespace or "", name)) is None:
             return self._patch_generated_pod(current, patched, namespace or "", name)
@@ -374,7 +374,7 @@ class SimulatedConnector(Connector):
         stored = (self.store.get(key) or {}).get("patch", {})
         merged = dict(stored, **delta)  # each field is the whole wanted map: removals are kept
         self._put(key, {"apiVersion": POD_PATCH[0], "kind": POD_PATCH[1],
-                             "metadata": {"name": name, "namespace": namespace}, "patch": merged})
+                        "metadata": {"name": name, "namespace": namespace}, "patch": merged})
         return self.get("v1", "Pod", name, namespace=namespace) or patched
 
     def delete(self, api_version: str, kind: str, name: str, *, namespace: str | None = None) -> bool:
