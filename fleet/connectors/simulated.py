@@ -99,14 +99,13 @@ class SimulatedConnector(Connector):
         self.clock = clock
         self._cache: tuple[str, SimulatedCluster] | None = None
         self._moment: int | None = None
-        self._overlay: list[dict[str, Any]] | None = None  # the store's objects, read once per moment
+        self._overlay: tuple[list[dict[str, Any]], str] | None = None  # ``_read_overlay``'s, in a moment
 
     # -- reading ------------------------------------------------------------------------------
 
     def _cluster(self) -> SimulatedCluster:
         """One simulation per overlay content; it memoises its state per tick."""
-        overlay = self._stored()
-        digest = object_digest(overlay)
+        overlay, digest = self._overlay or self._read_overlay()
         if self._cache is None or self._cache[0] != digest:
             self._cache = (digest, SimulatedCluster(self.spec, overlay=overlay, registered=self.registered))
         self._cache[1].between = self.between
@@ -134,22 +133,23 @@ class SimulatedConnector(Connector):
             if outer is None:
                 self._cache = self._overlay = None
 
-    def _stored(self) -> list[dict[str, Any]]:
-        """The store's objects the simulation starts from; in a moment, as they were at its first
-        read or after this connector's last write (a sync's lists read them once, not once each)."""
-        if self._moment is None:
-            return self.store.all()
-        if self._overlay is None:
-            self._overlay = self.store.all()
-        return self._overlay
+    def _read_overlay(self) -> tuple[list[dict[str, Any]], str]:
+        """The store's objects the simulation starts from, and their digest; in a moment, kept
+        until it ends or this connector writes (a sync's lists each queried the store)."""
+        overlay = self.store.all()
+        read = (overlay, object_digest(overlay))
+        if self._moment is not None:
+            self._overlay = read
+        return read
 
     def _put(self, key: Key, obj: dict[str, Any]) -> None:
         self.store.put(key, obj)
         self._overlay = None
 
     def _delete(self, key: Key) -> bool:
+        deleted = self.store.delete(key)
         self._overlay = None
-        return self.store.delete(key)
+        return deleted
 
     def _tick(self) -> int:
         return self._moment if self._moment is not None else self.spec.tick(self.clock())
