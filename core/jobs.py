@@ -29,12 +29,12 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.contenttypes.models import ContentType
 from django.db import models, transaction
-from django.db.models import Exists, F, OuterRef, Q, Value
+from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
 from django.db.models.functions import Concat
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -57,6 +57,11 @@ MAX_LOST_WORKERS = 5
 REDISPATCH_AFTER = timedelta(minutes=15)
 #: A pending job whose send failed is sent again by the reaper after this long.
 SEND_RETRY_AFTER = timedelta(seconds=5)
+#: A sent message's mark, beside it in the broker's Redis: the broker's run id and when it was
+#: sent (``_mark_sent``). A Redis restart loses it with the message; ``reap`` records it in the
+#: job's row (``dispatched``, ``broker_epoch``) well before it expires.
+SENT_KEY = "meridian:job-sent:{task_id}"
+SENT_KEY_TTL = int(REDISPATCH_AFTER.total_seconds())
 #: A delivered task message that no live worker has said it holds for this many seconds is
 #: put back in its queue: a heartbeat's lifetime, several of its periods, so a message just
 #: delivered shows in its worker's next heartbeat first.
@@ -93,7 +98,7 @@ def enqueue(task_name: str, *args: Any, obj: models.Model | None = None, params:
 
 
 def _send_committed(jobs: list[tuple[int, float | None]]) -> None:
-    """A commit's jobs, sent together: one read and one write of their rows, however many.
+    """A commit's jobs, sent together: one read of their rows, however many, and no write.
     A sync enqueues its follow-up jobs as it commits; each write after the commit waited for
     the write lock on SQLite behind the other worker's sync."""
     for countdown in dict.fromkeys(c for _pk, c in jobs):
@@ -118,11 +123,46 @@ def dispatch_many(job_ids: Sequence[int], *, countdown: float | None = None) -> 
         except Exception as exc:
             logger.warning("could not send %d job(s) (%s): %s", len(jobs), jobs[0].task_name, exc)
             return sent
-        done = [job.pk for job in jobs if _send(job, countdown)]
+        done = [job for job in jobs if _send(job, countdown)]
         if done:
-            Job.objects.filter(pk__in=done, status__in=Job.QUEUED).update(dispatched=timezone.now(), broker_epoch=epoch)
+            _mark_sent(done, epoch)
             sent += len(done)
     return sent
+
+
+def _mark_sent(jobs: Sequence[Job], epoch: str) -> None:
+    """Mark the jobs' messages sent, in Redis beside them (``SENT_KEY``): nothing is written to
+    the database after a commit. That write waited on SQLite for the other sync's write lock,
+    which had taken the lock at our commit: the two processes took turns at each other's heels
+    (an eighth of the fleet bench). ``reap`` records the marks in the rows."""
+    from .redis import get_redis
+
+    mark = f"{epoch} {time.time():.6f}"
+    try:
+        with get_redis().pipeline(transaction=False) as pipe:
+            for job in jobs:
+                pipe.set(SENT_KEY.format(task_id=job.task_id), mark, ex=SENT_KEY_TTL)
+            pipe.execute()
+    except Exception as exc:  # the reaper sends them again; the second delivery of a job is dropped
+        logger.warning("could not mark %d sent job(s) (%s): %s", len(jobs), jobs[0].task_name, exc)
+
+
+def sent_marks(jobs: Sequence[tuple[str, Any]], epoch: str, *, now: Any = None) -> list[Any]:
+    """For each ``(task_id, dispatched)`` of a queued job, when the outbox sent its message to
+    the broker whose run id is ``epoch``, newer than ``dispatched`` and within
+    ``REDISPATCH_AFTER``; None where no such send is marked (never sent, sent to a broker since
+    restarted, or sent long ago and never started)."""
+    from .redis import get_redis
+
+    now = now or timezone.now()
+    marks = get_redis().mget([SENT_KEY.format(task_id=task_id) for task_id, _ in jobs]) if jobs else []
+    found: list[Any] = []
+    for (_task_id, dispatched), mark in zip(jobs, marks, strict=True):
+        mark_epoch, _, at = (mark.decode() if isinstance(mark, bytes) else mark or "").partition(" ")
+        when = datetime.fromtimestamp(float(at), tz=UTC) if mark_epoch == epoch and at else None
+        fresh = when is not None and when > now - REDISPATCH_AFTER and (dispatched is None or when > dispatched)
+        found.append(when if fresh else None)
+    return found
 
 
 def _send(job: Job, countdown: float | None) -> bool:
@@ -495,10 +535,27 @@ def reap(*, now: Any = None, heartbeats_after: float | None = None) -> dict[str,
         report[_lost(job)] += 1
     stale = models.Q(dispatched__isnull=True, created__lt=now - SEND_RETRY_AFTER) | models.Q(
         dispatched__lt=now - REDISPATCH_AFTER) | (models.Q(dispatched__isnull=False) & ~models.Q(broker_epoch=epoch))
-    report["resent"] = dispatch_many(list(Job.objects.filter(status__in=Job.QUEUED).exclude(task_name="").filter(stale).values_list("pk", flat=True)))
+    unsent = Job.objects.filter(status__in=Job.QUEUED).exclude(task_name="").filter(stale)
+    report["resent"] = dispatch_many(_record_sent(list(unsent.values_list("pk", "task_id", "dispatched")), epoch, now))
     if trusted:
         report["restored"] = restore_orphaned(live)
     return report
+
+
+def _record_sent(jobs: list[tuple[int, str, Any]], epoch: str, now: Any) -> list[int]:
+    """Record in their rows the sends of the stale ``(pk, task_id, dispatched)`` jobs that
+    their marks show (one UPDATE per batch); returns the pks of the rest, to be sent again."""
+    unsent: list[int] = []
+    for start in range(0, len(jobs), BATCH):
+        batch = jobs[start : start + BATCH]
+        marks = sent_marks([(task_id, dispatched) for _pk, task_id, dispatched in batch], epoch, now=now)
+        sent = {pk: when for (pk, _t, _d), when in zip(batch, marks, strict=True) if when is not None}
+        unsent += [pk for pk, _t, _d in batch if pk not in sent]
+        if sent:
+            Job.objects.filter(pk__in=sent, status__in=Job.QUEUED).update(
+                dispatched=Case(*(When(pk=pk, then=Value(when)) for pk, when in sent.items()),
+                                output_field=models.DateTimeField()), broker_epoch=epoch)
+    return unsent
 
 
 def restore_orphaned(live: set[str]) -> int:

@@ -13,14 +13,15 @@ from datetime import timedelta
 import pytest
 from celery import shared_task
 from celery.exceptions import Reject, Retry
+from django.utils import timezone
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from core.jobs import broker_epoch, enqueue, reap
+from core.jobs import REDISPATCH_AFTER, broker_epoch, enqueue, reap, sent_marks
 from core.locks import LockBusy
 from core.models import Job
 from core.taskbase import idle_unless, nothing_done
 
-from .workers import purge_queues
+from .workers import purge_queues, waiting_messages
 
 
 @shared_task(name="tests.periodic_pass")
@@ -117,10 +118,21 @@ def test_work_a_change_asked_for_that_fails_says_why():
     assert job.status == Job.Status.FAILED and job.error == "ValueError: the pass broke" and job.finished >= job.started
 
 
+def marked(*jobs: Job) -> list:
+    """When the outbox marked each job's message sent to the broker that runs now (None: not sent)."""
+    return sent_marks([(job.task_id, None) for job in jobs], broker_epoch())
+
+
+def sent_long_ago(*jobs: Job) -> None:
+    Job.objects.filter(pk__in=[job.pk for job in jobs]).update(created=timezone.now() - timedelta(minutes=1))
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_jobs_a_transaction_enqueued_are_sent_together_after_it_commits():
-    """One read and one write of their rows after the commit, however many: on SQLite each
-    write there waits for the write lock."""
+    """One read of their rows after the commit, however many, and no write: on SQLite a write
+    there waited for the write lock behind the other sync process, which had taken it at our
+    commit, and the two took turns at each other's heels. The sends are marked in Redis, and
+    the reaper records the marks in the rows instead of sending the jobs again."""
     from django.db import connection, transaction
     from django.test.utils import CaptureQueriesContext
 
@@ -129,13 +141,47 @@ def test_the_jobs_a_transaction_enqueued_are_sent_together_after_it_commits():
             with transaction.atomic():
                 jobs = [enqueue("tests.periodic_pass", n) for n in range(3)]
                 before_commit = len(queries)
+        after = queries.captured_queries[before_commit:]
+        assert [q["sql"].split()[0] for q in after] == ["COMMIT", "SELECT"], after
+        sends = marked(*jobs)
+        assert all(sends), "each message is marked sent"
+        sent_long_ago(*jobs)
+        assert reap()["resent"] == 0, "marked sent: nothing to send again"
+        assert waiting_messages() == 3, "each message was sent once"
     finally:
         purge_queues()
-    after = queries.captured_queries[before_commit:]
-    assert [q["sql"].split()[0] for q in after] == ["COMMIT", "SELECT", "UPDATE"], after
-    for job in jobs:
+    for job, sent in zip(jobs, sends, strict=True):
         job.refresh_from_db()
-        assert job.dispatched is not None and job.broker_epoch
+        assert job.dispatched == sent and job.broker_epoch == broker_epoch(), "the reaper recorded the send"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("lost", ["mark gone", "another broker", "sent long ago"])
+def test_a_job_whose_send_is_not_marked_for_this_broker_is_sent_again(lost):
+    """The mark dies with the message in a Redis restart; a mark of another broker's run, or of
+    a send that never started in ``REDISPATCH_AFTER``, is no proof the message is still there."""
+    from django.db import transaction
+
+    from core.jobs import SENT_KEY, SENT_KEY_TTL
+    from core.redis import get_redis
+
+    try:
+        with transaction.atomic():
+            job = enqueue("tests.periodic_pass", 1)
+        key = SENT_KEY.format(task_id=job.task_id)
+        epoch, _, at = get_redis().get(key).decode().partition(" ")
+        mark = {"mark gone": None, "another broker": f"{epoch}x {at}",
+                "sent long ago": f"{epoch} {float(at) - REDISPATCH_AFTER.total_seconds() - 1:.6f}"}[lost]
+        get_redis().delete(key) if mark is None else get_redis().set(key, mark, ex=SENT_KEY_TTL)
+        assert marked(job) == [None]
+        sent_long_ago(job)
+        assert reap()["resent"] == 1
+        assert marked(job) != [None], "sent again, and marked"
+        assert reap()["resent"] == 0
+    finally:
+        purge_queues()
+    job.refresh_from_db()
+    assert job.dispatched == marked(job)[0] and job.broker_epoch == broker_epoch()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -152,7 +198,7 @@ def test_a_job_whose_savepoint_rolled_back_is_not_sent_with_those_of_its_commit(
     finally:
         purge_queues()
     assert not Job.objects.filter(task_id=ghost.task_id).exists()
-    assert Job.objects.filter(pk__in=[first.pk, last.pk], dispatched__isnull=False).count() == 2
+    assert all(marked(first, last)) and marked(ghost) == [None]
 
 
 @contextlib.contextmanager
@@ -200,10 +246,11 @@ def test_a_retry_the_broker_cannot_take_leaves_the_job_to_the_outbox_not_succeed
     Job.objects.filter(pk=job.pk).update(created=job.created - timedelta(minutes=1))
     try:
         assert reap()["resent"] == 1, "the broker is back: the outbox sends the job again"
+        assert reap()["resent"] == 0, "and not again"
     finally:
         purge_queues()
     job.refresh_from_db()
-    assert job.status == Job.Status.PENDING and job.dispatched is not None
+    assert job.status == Job.Status.PENDING and job.dispatched == marked(job)[0] is not None
 
 
 @pytest.mark.django_db

@@ -16,13 +16,25 @@ from core.models import Job
 def purge_queues(*shard_keys: str) -> None:
     """Drop the messages waiting in these keys' shard queues (all shard queues and ``default``
     without keys): messages of jobs whose database rows are gone, or never meant to run."""
+    redis, keys = _queue_keys(shard_keys)
+    for queue_keys in keys:
+        redis.delete(*queue_keys)
+
+
+def waiting_messages(*shard_keys: str) -> int:
+    """How many messages wait in these keys' shard queues (all of them without keys)."""
+    redis, keys = _queue_keys(shard_keys)
+    return sum(redis.llen(key) for queue_keys in keys for key in queue_keys)
+
+
+def _queue_keys(shard_keys: tuple[str, ...]) -> tuple[Any, list[list[str]]]:
+    """Redis, and each queue's keys (kombu keeps a queue's priorities in keys of their own)."""
     from core.redis import get_redis
     from core.sharding import all_shard_queues, shard_queue
 
     redis = get_redis()
     queues = sorted({shard_queue(key) for key in shard_keys}) if shard_keys else [*all_shard_queues(), "default"]
-    for queue in queues:
-        redis.delete(queue, *redis.scan_iter(match=f"{queue}\x06\x16*"))
+    return redis, [[queue, *redis.scan_iter(match=f"{queue}\x06\x16*")] for queue in queues]
 
 
 @contextlib.contextmanager
