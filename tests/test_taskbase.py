@@ -136,6 +136,7 @@ def test_the_jobs_a_transaction_enqueued_are_sent_together_after_it_commits():
     from django.db import connection, transaction
     from django.test.utils import CaptureQueriesContext
 
+    waiting = waiting_messages()  # what earlier tests left in the queues
     try:
         with CaptureQueriesContext(connection) as queries:
             with transaction.atomic():
@@ -147,7 +148,7 @@ def test_the_jobs_a_transaction_enqueued_are_sent_together_after_it_commits():
         assert all(sends), "each message is marked sent"
         sent_long_ago(*jobs)
         assert reap()["resent"] == 0, "marked sent: nothing to send again"
-        assert waiting_messages() == 3, "each message was sent once"
+        assert waiting_messages() - waiting == 3, "each message was sent once"
     finally:
         purge_queues()
     for job, sent in zip(jobs, sends, strict=True):
