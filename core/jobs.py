@@ -515,7 +515,8 @@ def worker_alive(worker: str, live: set[str] | None = None) -> bool:
 
 def reap(*, now: Any = None, heartbeats_after: float | None = None) -> dict[str, int]:
     """Send again what was lost: jobs of dead workers, failed sends, messages a Redis restart
-    dropped, messages delivered to workers that died holding them.
+    dropped, messages delivered to workers that died holding them. A send marked in Redis
+    (``_mark_sent``) is recorded in its job's row instead (``_record_sent``).
 
     Never by age alone: a running job on a live worker is left alone however long it runs.
     Beat runs it (``core.beat``), not a worker's pool: busy or dead workers cannot hold it up.

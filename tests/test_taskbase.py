@@ -16,12 +16,12 @@ from celery.exceptions import Reject, Retry
 from django.utils import timezone
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from core.jobs import REDISPATCH_AFTER, broker_epoch, enqueue, reap, sent_marks
+from core.jobs import REDISPATCH_AFTER, broker_epoch, enqueue, reap
 from core.locks import LockBusy
 from core.models import Job
 from core.taskbase import idle_unless, nothing_done
 
-from .workers import purge_queues, waiting_messages
+from .workers import marked_sent, purge_queues, waiting_messages
 
 
 @shared_task(name="tests.periodic_pass")
@@ -118,11 +118,6 @@ def test_work_a_change_asked_for_that_fails_says_why():
     assert job.status == Job.Status.FAILED and job.error == "ValueError: the pass broke" and job.finished >= job.started
 
 
-def marked(*jobs: Job) -> list:
-    """When the outbox marked each job's message sent to the broker that runs now (None: not sent)."""
-    return sent_marks([(job.task_id, None) for job in jobs], broker_epoch())
-
-
 def sent_long_ago(*jobs: Job) -> None:
     Job.objects.filter(pk__in=[job.pk for job in jobs]).update(created=timezone.now() - timedelta(minutes=1))
 
@@ -144,7 +139,7 @@ def test_the_jobs_a_transaction_enqueued_are_sent_together_after_it_commits():
                 before_commit = len(queries)
         after = queries.captured_queries[before_commit:]
         assert [q["sql"].split()[0] for q in after] == ["COMMIT", "SELECT"], after
-        sends = marked(*jobs)
+        sends = marked_sent(*jobs)
         assert all(sends), "each message is marked sent"
         sent_long_ago(*jobs)
         assert reap()["resent"] == 0, "marked sent: nothing to send again"
@@ -173,16 +168,19 @@ def test_a_job_whose_send_is_not_marked_for_this_broker_is_sent_again(lost):
         epoch, _, at = get_redis().get(key).decode().partition(" ")
         mark = {"mark gone": None, "another broker": f"{epoch}x {at}",
                 "sent long ago": f"{epoch} {float(at) - REDISPATCH_AFTER.total_seconds() - 1:.6f}"}[lost]
-        get_redis().delete(key) if mark is None else get_redis().set(key, mark, ex=SENT_KEY_TTL)
-        assert marked(job) == [None]
+        if mark is None:
+            get_redis().delete(key)
+        else:
+            get_redis().set(key, mark, ex=SENT_KEY_TTL)
+        assert marked_sent(job) == [None]
         sent_long_ago(job)
         assert reap()["resent"] == 1
-        assert marked(job) != [None], "sent again, and marked"
+        assert marked_sent(job) != [None], "sent again, and marked"
         assert reap()["resent"] == 0
     finally:
         purge_queues()
     job.refresh_from_db()
-    assert job.dispatched == marked(job)[0] and job.broker_epoch == broker_epoch()
+    assert job.dispatched == marked_sent(job)[0] and job.broker_epoch == broker_epoch()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -199,7 +197,7 @@ def test_a_job_whose_savepoint_rolled_back_is_not_sent_with_those_of_its_commit(
     finally:
         purge_queues()
     assert not Job.objects.filter(task_id=ghost.task_id).exists()
-    assert all(marked(first, last)) and marked(ghost) == [None]
+    assert all(marked_sent(first, last)) and marked_sent(ghost) == [None]
 
 
 @contextlib.contextmanager
@@ -251,7 +249,7 @@ def test_a_retry_the_broker_cannot_take_leaves_the_job_to_the_outbox_not_succeed
     finally:
         purge_queues()
     job.refresh_from_db()
-    assert job.status == Job.Status.PENDING and job.dispatched == marked(job)[0] is not None
+    assert job.status == Job.Status.PENDING and job.dispatched == marked_sent(job)[0] is not None
 
 
 @pytest.mark.django_db

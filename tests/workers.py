@@ -27,6 +27,13 @@ def waiting_messages(*shard_keys: str) -> int:
     return sum(redis.llen(key) for queue_keys in keys for key in queue_keys)
 
 
+def marked_sent(*jobs: Job) -> list[Any]:
+    """When the outbox marked each job's message sent to the broker running now (None: not sent)."""
+    from core.jobs import broker_epoch, sent_marks
+
+    return sent_marks([(job.task_id, None) for job in jobs], broker_epoch())
+
+
 def _queue_keys(shard_keys: tuple[str, ...]) -> tuple[Any, list[list[str]]]:
     """Redis, and each queue's keys (kombu keeps a queue's priorities in keys of their own)."""
     from core.redis import get_redis

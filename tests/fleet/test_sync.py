@@ -8,7 +8,6 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 
 from config.celery import app
-from core.jobs import broker_epoch, sent_marks
 from core.models import Job, ObjectChange
 from fleet.connectors.base import ConnectorError
 from fleet.connectors.simulated import SimulatedConnector
@@ -67,7 +66,7 @@ def test_a_sync_commits_its_follow_up_jobs_with_it_and_writes_nothing_after(clus
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from tests.workers import purge_queues
+    from tests.workers import marked_sent, purge_queues
 
     try:
         with CaptureQueriesContext(connection) as queries:
@@ -76,7 +75,7 @@ def test_a_sync_commits_its_follow_up_jobs_with_it_and_writes_nothing_after(clus
         purge_queues()
     jobs = list(Job.objects.filter(task_name__in=["nodeconfig.reconcile_nodes", "quotas.sync_workloads"]))
     assert sorted(job.task_name for job in jobs) == ["nodeconfig.reconcile_nodes", "quotas.sync_workloads"]
-    assert all(sent_marks([(job.task_id, None) for job in jobs], broker_epoch())), "both were sent"
+    assert all(marked_sent(*jobs)), "both were sent"
     sql = [q["sql"].lstrip() for q in queries.captured_queries]
     commit = sql.index("COMMIT")
     inserted = [i for i, text in enumerate(sql) if text.startswith('INSERT INTO "core_job"')]
