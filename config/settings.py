@@ -87,6 +87,14 @@ MERIDIAN_DB_POOL_MIN = env.int("MERIDIAN_DB_POOL_MIN", default=2)
 MERIDIAN_DB_POOL_MAX = env.int("MERIDIAN_DB_POOL_MAX", default=12)
 MERIDIAN_DB_POOL_TIMEOUT = env.float("MERIDIAN_DB_POOL_TIMEOUT", default=10.0)
 
+#: How Meridian runs SQLite, the embedded file or one a ``sqlite:///`` URL names.
+SQLITE_OPTIONS = {
+    # IMMEDIATE avoids the deadlock where two readers both try to upgrade to writers.
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+}
+
 if env.str("DATABASE_URL", default=""):
     DATABASES = {"default": env.db("DATABASE_URL")}
     if DATABASES["default"]["ENGINE"].endswith("postgresql") and env.bool("DATABASE_POOL", default=True):
@@ -101,18 +109,15 @@ if env.str("DATABASE_URL", default=""):
     else:
         DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=0))
         DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+        DATABASES["default"]["OPTIONS"] = {**SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": VAR_DIR / "meridian.sqlite3",
-            "OPTIONS": {
-                # IMMEDIATE avoids the deadlock where two readers both try to upgrade to writers.
-                "transaction_mode": "IMMEDIATE",
-                "timeout": 20,
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            },
+            "OPTIONS": dict(SQLITE_OPTIONS),
             # A file, not shared-cache memory: concurrent writers then wait (timeout) as in
             # production instead of failing at once with "database table is locked".
             "TEST": {"NAME": str(VAR_DIR / "test-meridian.sqlite3")},

@@ -59,6 +59,21 @@ def test_embedded_default_needs_nothing_set(tmp_path):
     assert (tmp_path / "secret_key").stat().st_mode & 0o777 == 0o600
 
 
+def test_a_sqlite_url_runs_its_file_as_the_embedded_database_runs(tmp_path):
+    """``DATABASE_URL=sqlite:///…`` (a second process on the embedded file, the test suite's
+    worker on the test database) gets the write-ahead log and IMMEDIATE transactions: without
+    them two processes that both read and then write deadlock ("database is locked")."""
+    path = tmp_path / "named.sqlite3"
+    script = ("from django.db import connection; connection.ensure_connection(); "
+              "print(connection.settings_dict['OPTIONS']['transaction_mode'], "
+              "connection.cursor().execute('PRAGMA journal_mode').fetchone()[0])")
+    result = run_manage(["shell", "-c", script], {"MERIDIAN_VAR_DIR": str(tmp_path), "REDIS_URL": "",
+                                                  "DATABASE_URL": f"sqlite:///{path}"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1].split() == ["IMMEDIATE", "wal"], result.stdout
+    assert path.exists() and not (tmp_path / "meridian.sqlite3").exists(), "the named file, not the embedded one"
+
+
 def test_processes_starting_together_all_read_the_one_whole_secret_key(tmp_path):
     """The embedded default's key is made by whichever process starts first: the web processes,
     the worker and beat of a fresh installation start together, and each must read the same,

@@ -1,5 +1,6 @@
 """Real workers for tests that go through the queue: a Celery worker in a thread of the test
-process consuming shard queues, purging stale messages, and waiting for a job to finish."""
+process consuming shard queues, or the README's worker as a process of its own on the test
+database; purging stale messages, and waiting for a job to finish."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import gc
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from core.models import Job
@@ -80,6 +82,43 @@ def shard_worker(*shard_keys: str, purge: bool = True) -> Iterator[None]:
         purge_queues(*shard_keys)
     with solo_worker(sorted({shard_queue(key) for key in shard_keys})):
         yield
+
+
+@contextlib.contextmanager
+def worker_process(var_dir: Path) -> Iterator[Any]:
+    """The README's worker (``meridian_worker --shards all``), a process of its own, on the test
+    database and this suite's Redis; yields its ``Meridian`` (``tests.faults.processes``).
+
+    For ``transaction=True`` tests that time what a worker does while the test acts on it: a
+    worker in a thread of the test process shares its interpreter lock with the test, and on
+    a loaded machine each waits for the other. Messages earlier tests left are dropped first.
+    Only Meridian's own tasks run there: a task a test module defines is unknown to it.
+    """
+    from django.conf import settings
+
+    from tests.faults.processes import Meridian
+
+    purge_queues()
+    processes = Meridian(database_url=this_database_url(), redis_url=settings.REDIS_URL, var_dir=var_dir,
+                         extra_env={"MERIDIAN_DB_POOL_MIN": "1", "MERIDIAN_DB_POOL_MAX": "3"})
+    processes.env["MERIDIAN_SHARDS"] = str(settings.MERIDIAN_SHARDS)  # the queues this process sends to
+    processes.start_worker()
+    try:
+        yield processes
+    finally:
+        processes.close()
+
+
+def this_database_url() -> str:
+    """A ``DATABASE_URL`` naming the database this test runs on (pytest-django's test database)."""
+    from django.db import connection
+
+    database = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{Path(database['NAME']).resolve()}"
+    password = f":{database['PASSWORD']}" if database.get("PASSWORD") else ""
+    return (f"postgres://{database.get('USER') or 'postgres'}{password}@{database.get('HOST') or '127.0.0.1'}:"
+            f"{database.get('PORT') or 5432}/{database['NAME']}")
 
 
 def unacked_tag(broker: Any, task_id: str, key: str = "unacked") -> str | None:
