@@ -305,3 +305,62 @@ async def test_a_quiet_subscription_stays_open_past_the_redis_read_timeout(viewe
     await communicator.send_json_to({"type": "ping"})
     assert (await communicator.receive_json_from(timeout=5))["type"] == "pong"
     await communicator.disconnect()
+
+
+SENDER = """
+import sys
+from core import events
+
+for i in range(20):
+    events.send_now("system", "system.status", {"i": i})
+print("sent", flush=True)
+sys.stdin.readline()  # the test restarts Redis meanwhile
+events.send_now("system", "system.status", {"i": "after the restart"})
+print("sent again", flush=True)
+"""
+
+
+def test_a_process_sends_its_events_over_one_kept_connection_and_rides_out_a_redis_restart(tmp_path):
+    """A worker publishes after every commit that has events. Each send opened a thread, a loop
+    and a Redis connection of its own and closed them again (20 sends: 20 connections, 3 ms
+    each); the process's sender loop keeps one, and after a Redis restart the next send still
+    reaches Redis (the kept connection is replaced, the event is not dropped)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.faults.processes import ROOT, PrivateRedis
+
+    redis = PrivateRedis().start()
+    client = redis_client(redis.url)
+    before = client.info("stats")["total_connections_received"]  # the test's own
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "PYTEST_CURRENT_TEST")}
+    env |= {"REDIS_URL": redis.url, "MERIDIAN_VAR_DIR": str(tmp_path), "LOG_FORMAT": "plain"}
+    sender = subprocess.Popen([sys.executable, "manage.py", "shell", "--no-imports", "-c", SENDER], cwd=ROOT, env=env, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert sender.stdout.readline().strip().endswith("sent"), sender.stderr.read() if sender.poll() is not None else ""
+        connections = client.info("stats")["total_connections_received"] - before
+        assert _publishes(client) == 20, "every event reached Redis"
+        assert connections <= 2, f"{connections} connections for 20 sends (the sequence numbers' and the layer's)"
+        redis.stop()
+        redis.start()
+        sender.stdin.write("\n")
+        sender.stdin.flush()
+        _, errors = sender.communicate(timeout=60)
+        assert sender.returncode == 0 and "dropped" not in errors, errors
+        assert _publishes(redis_client(redis.url)) == 1, "the event after the restart reached Redis"
+    finally:
+        if sender.poll() is None:
+            sender.kill()
+        redis.close()
+
+
+def redis_client(url: str):
+    import redis
+
+    return redis.Redis.from_url(url)
+
+
+def _publishes(client) -> int:
+    return client.info("commandstats").get("cmdstat_publish", {}).get("calls", 0)
