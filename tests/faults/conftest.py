@@ -15,7 +15,7 @@ from core.models import APIToken, Job
 from fleet.models import Cluster
 from nodeconfig.models import ConfigTarget
 from nodeconfig.services import emergency_type, latest_delivery
-from tests.workers import queued, unacked_tag
+from tests.workers import queued, this_database_url, unacked_tag
 
 from .processes import Meridian, PrivateRedis, wait_until
 
@@ -42,8 +42,7 @@ def test_database_url(transactional_db) -> str:
     """The suite's own test database, for Meridian processes to share with the test."""
     if connection.vendor != "postgresql":
         pytest.skip("the fault suite runs Meridian as separate processes sharing the test database: PostgreSQL only")
-    s = connection.settings_dict
-    return f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+    return this_database_url()
 
 
 @pytest.fixture
