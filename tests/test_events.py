@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -322,17 +325,13 @@ print("sent again", flush=True)
 
 def test_a_process_sends_its_events_over_one_kept_connection_and_rides_out_a_redis_restart(tmp_path):
     """A worker publishes after every commit that has events. Each send opened a thread, a loop
-    and a Redis connection of its own and closed them again (20 sends: 20 connections, 3 ms
-    each); the process's sender loop keeps one, and after a Redis restart the next send still
+    and a Redis connection of its own and closed them again (20 sends: a connection each, 3 ms
+    a send); the process's sender loop keeps one, and after a Redis restart the next send still
     reaches Redis (the kept connection is replaced, the event is not dropped)."""
-    import os
-    import subprocess
-    import sys
-
     from tests.faults.processes import ROOT, PrivateRedis
 
     redis = PrivateRedis().start()
-    client = redis_client(redis.url)
+    client = _redis_client(redis.url)
     before = client.info("stats")["total_connections_received"]  # the test's own
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "PYTEST_CURRENT_TEST")}
     env |= {"REDIS_URL": redis.url, "MERIDIAN_VAR_DIR": str(tmp_path), "LOG_FORMAT": "plain"}
@@ -349,14 +348,14 @@ def test_a_process_sends_its_events_over_one_kept_connection_and_rides_out_a_red
         sender.stdin.flush()
         _, errors = sender.communicate(timeout=60)
         assert sender.returncode == 0 and "dropped" not in errors, errors
-        assert _publishes(redis_client(redis.url)) == 1, "the event after the restart reached Redis"
+        assert _publishes(_redis_client(redis.url)) == 1, "the event after the restart reached Redis"
     finally:
         if sender.poll() is None:
             sender.kill()
         redis.close()
 
 
-def redis_client(url: str):
+def _redis_client(url: str):
     import redis
 
     return redis.Redis.from_url(url)
